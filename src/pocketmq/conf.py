@@ -1,0 +1,86 @@
+"""Reading RocketMQ-style ``.properties`` files into the role config dataclasses.
+
+RocketMQ names settings in camelCase (``flushDiskType``, ``mappedFileSizeCommitLog``); our
+dataclasses use the same names in snake_case. One function maps between them, so a
+``broker.conf`` written for RocketMQ configures pocketmq unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from jproperties import Properties  # type: ignore[import-untyped]
+
+from pocketmq.errors import ConfigError
+
+T = TypeVar("T")
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def camel_to_snake(name: str) -> str:
+    """``checkCRCOnRecover`` -> ``check_crc_on_recover``, ``brokerIP1`` -> ``broker_ip1``."""
+    return _CAMEL_BOUNDARY.sub("_", name).lower()
+
+
+def read_properties(path: Path | str) -> dict[str, str]:
+    """Parse a Java properties file.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed.
+    """
+    props = Properties()
+    try:
+        with open(path, "rb") as f:
+            props.load(f, "utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except Exception as exc:  # jproperties raises its own parse errors
+        raise ConfigError(f"cannot parse config file {path}: {exc}") from exc
+    return {str(k): str(v.data).strip() for k, v in props.items()}
+
+
+def convert_value(owner: str, name: str, raw: str, annotation: Any) -> Any:
+    """Convert one textual setting to the field's type; ConfigError names the field."""
+    target = annotation
+    origin = typing.get_origin(target)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(target) if a is not type(None)]
+        target = options[0]
+    try:
+        if target is bool:
+            lowered = raw.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if target is int:
+            return int(raw.strip())
+        if target is float:
+            return float(raw.strip())
+        if target is Path:
+            return Path(raw.strip()).expanduser()
+        if isinstance(target, type) and issubclass(target, enum.Enum):
+            return target[raw.strip().upper()]
+        if target is str:
+            return raw
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"{owner}.{name}: cannot use {raw!r} ({exc})") from exc
+    raise ConfigError(f"{owner}.{name}: settings of type {target!r} cannot be read from text")
+
+
+def fields_from_properties(cls: type[T], props: dict[str, str]) -> dict[str, Any]:
+    """Pick the properties that name fields of the dataclass cls, converted to their types."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for key, raw in props.items():
+        name = camel_to_snake(key)
+        if name in known:
+            values[name] = convert_value(cls.__name__, name, raw, hints[name])
+    return values

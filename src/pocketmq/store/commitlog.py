@@ -1,0 +1,428 @@
+"""CommitLog: every topic's records, appended to one log of mapped segments, and its recovery.
+
+Record layout: see pocketmq.protocol.message. Appends run on the caller's thread under
+``put_lock``; they copy the record into the mapping and write its TOTALSIZE field last, so a
+process killed mid-copy leaves a zero size where the record would start, which recovery reads
+as the end of the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pocketmq.protocol.message import (
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    POS_MAGIC,
+    Host,
+    MessageExt,
+    RecordError,
+    RecordInfo,
+    SysFlag,
+    decode_record_info,
+    encode_properties,
+    host_to_bytes,
+    peek_record_size,
+    record_length,
+)
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
+from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir
+from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.mapped_file_queue import MappedFileQueue
+from pocketmq.store.results import PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_BLANK = struct.Struct(">iI")
+_HOST_BYTES_CACHE: dict[Host, bytes] = {}
+# Receives each valid record met by recovery (abnormal recovery re-dispatches them).
+DispatchSink = Callable[[RecordInfo], None]
+# Extra bytes beside the largest body in which a record always has a non-zero byte.
+_RECORD_OVERHEAD_BOUND = 64 * 1024
+
+
+def _host_bytes(host: Host) -> bytes:
+    raw = _HOST_BYTES_CACHE.get(host)
+    if raw is None:
+        if len(_HOST_BYTES_CACHE) > 4096:
+            _HOST_BYTES_CACHE.clear()
+        raw = _HOST_BYTES_CACHE[host] = host_to_bytes(host)
+    return raw
+
+
+def _header_struct(born_len: int, store_len: int) -> struct.Struct:
+    # magic crc queueId flag queueOffset phyOffset sysFlag bornTs bornHost storeTs storeHost
+    # reconsumeTimes preparedTxOffset bodyLen
+    return struct.Struct(f">IiiiqqiQ{born_len}sq{store_len}siqi")
+
+
+_HEADERS = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
+
+
+@dataclass(slots=True)
+class _Encoded:
+    """A message prepared outside the lock: everything but offsets and the store time."""
+
+    msg: MessageExt
+    props: dict[str, str]
+    body_crc: int
+    tail: bytes  # topic length + topic + properties length + properties
+    size: int
+    sys_flag: int
+    born: bytes
+    magic: int
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    process_offset: int
+    records: int
+    stopped_reason: str
+
+
+class CommitLog:
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.mfq = MappedFileQueue(
+            commitlog_dir(config.root),
+            config.mapped_file_size_commit_log,
+            min_zero_run=config.max_message_size + _RECORD_OVERHEAD_BOUND,
+        )
+        self.put_lock = threading.Lock()
+        # Next queue offset per (topic, queue id); rebuilt from the consume queues on start.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.store_host = config.store_host_tuple
+        self._store_host_bytes = _host_bytes(self.store_host)
+        self.delay_levels_ms = config.delay_levels_ms
+        # Set by the first failed write: later puts fail fast until the store is reopened.
+        self.write_error: str | None = None
+
+    # --- offsets --------------------------------------------------------------------
+
+    def min_offset(self) -> int:
+        return self.mfq.min_offset()
+
+    def max_offset(self) -> int:
+        return self.mfq.max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        size = self.config.mapped_file_size_commit_log
+        return offset + size - offset % size
+
+    # --- append ---------------------------------------------------------------------
+
+    def _encode(self, msg: MessageExt) -> _Encoded | PutResult:
+        body = msg.body
+        if len(body) > self.config.max_message_size:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                detail=f"body is {len(body)} bytes, max_message_size is "
+                f"{self.config.max_message_size}",
+            )
+        props_bytes = encode_properties(msg.properties).encode()
+        if len(props_bytes) > MAX_PROPERTIES_LENGTH:
+            return PutResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                detail=f"properties are {len(props_bytes)} bytes, at most 32767 fit",
+            )
+        topic = msg.topic.encode()
+        if not topic or len(topic) > MAX_TOPIC_LENGTH:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="topic must be 1..32767 bytes")
+        born = _host_bytes(msg.born_host)
+        sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+        if len(born) == 20:
+            sys_flag |= SysFlag.BORNHOST_V6
+        if len(self._store_host_bytes) == 20:
+            sys_flag |= SysFlag.STOREHOSTADDRESS_V6
+        v1 = len(topic) <= MAX_TOPIC_LENGTH_V1
+        tail = b"".join(
+            (
+                len(topic).to_bytes(1 if v1 else 2, "big"),
+                topic,
+                len(props_bytes).to_bytes(2, "big"),
+                props_bytes,
+            )
+        )
+        size = record_length(sys_flag, len(body), len(topic), len(props_bytes))
+        if size + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                detail=f"a {size}-byte record does not fit a commitlog segment",
+            )
+        return _Encoded(
+            msg=msg,
+            props=msg.properties,
+            body_crc=zlib.crc32(body) & 0x7FFFFFFF,
+            tail=tail,
+            size=size,
+            sys_flag=sys_flag,
+            born=born,
+            magic=MESSAGE_MAGIC_CODE if v1 else MESSAGE_MAGIC_CODE_V2,
+        )
+
+    def put(self, msgs: list[MessageExt]) -> tuple[PutResult, list[DispatchRequest]]:
+        """Append one message, or a batch of messages for one topic and queue, contiguously.
+
+        Returns the result and the dispatch requests for the records written.
+        """
+        if self.write_error is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=self.write_error), []
+        if not msgs:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
+        encoded: list[_Encoded] = []
+        for m in msgs:
+            e = self._encode(m)
+            if isinstance(e, PutResult):
+                return e, []
+            encoded.append(e)
+        total = sum(e.size for e in encoded)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="batch larger than a segment"), []
+        first = msgs[0]
+        key = (first.topic, first.queue_id)
+        tx = SysFlag.transaction_value(first.sys_flag)
+        counts_in_queue = tx in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
+
+        with self.put_lock:
+            try:
+                mf = self._writable_file(total)
+            except OSError as exc:
+                detail = f"cannot create a commitlog segment: {exc.strerror or exc}"
+                log.error(detail)
+                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
+            store_ts = time.time_ns() // 1_000_000
+            queue_offset = self.topic_queue_table.get(key, 0) if counts_in_queue else 0
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            mm = mf.mm
+            offsets: list[int] = []
+            reqs: list[DispatchRequest] = []
+            qo = queue_offset
+            for e in encoded:
+                m = e.msg
+                hdr = _HEADERS[(len(e.born), len(self._store_host_bytes))]
+                hdr.pack_into(
+                    mm,
+                    pos + 4,
+                    e.magic,
+                    e.body_crc,
+                    m.queue_id,
+                    m.flag,
+                    qo,
+                    phy,
+                    e.sys_flag,
+                    m.born_timestamp,
+                    e.born,
+                    store_ts,
+                    self._store_host_bytes,
+                    m.reconsume_times,
+                    m.prepared_transaction_offset,
+                    len(m.body),
+                )
+                p = pos + 4 + hdr.size
+                mm[p : p + len(m.body)] = m.body
+                p += len(m.body)
+                mm[p : p + len(e.tail)] = e.tail
+                # The size goes in last: a torn copy leaves a zero size, read as end of log.
+                _SIZE.pack_into(mm, pos, e.size)
+                offsets.append(phy)
+                props = e.props
+                reqs.append(
+                    DispatchRequest(
+                        m.topic,
+                        m.queue_id,
+                        phy,
+                        e.size,
+                        compute_tags_code(m.topic, props, store_ts, self.delay_levels_ms),
+                        store_ts,
+                        qo,
+                        props.get("KEYS"),
+                        props.get("UNIQ_KEY"),
+                        e.sys_flag,
+                    )
+                )
+                pos += e.size
+                phy += e.size
+                if counts_in_queue:
+                    qo += 1
+            mf.wrote_position = pos
+            mf.store_timestamp = store_ts
+            if counts_in_queue:
+                self.topic_queue_table[key] = qo
+        return (
+            PutResult(
+                PutStatus.PUT_OK,
+                phy_offsets=offsets,
+                queue_offset=queue_offset,
+                wrote_bytes=total,
+                store_timestamp=store_ts,
+                store_host=self.store_host,
+            ),
+            reqs,
+        )
+
+    def _writable_file(self, need: int) -> MappedFile:
+        """The segment that can take ``need`` bytes, closing the current one with a blank
+        record if they do not fit (the blank always fits: appends keep 8 bytes free)."""
+        mf = self.mfq.last_for_write()
+        if need + END_FILE_MIN_BLANK_LENGTH > mf.free_space:
+            blank = mf.free_space
+            _BLANK.pack_into(mf.mm, mf.wrote_position, blank, BLANK_MAGIC)
+            mf.wrote_position = mf.file_size
+            mf = self.mfq.last_for_write()
+        return mf
+
+    # --- reads ----------------------------------------------------------------------
+
+    def read(self, phy_offset: int, size: int) -> bytes | None:
+        """The bytes of a record, or None when its segment is gone or the range is invalid."""
+        mf = self.mfq.find(phy_offset)
+        if mf is None:
+            return None
+        pos = phy_offset - mf.file_from_offset
+        if size <= 0 or pos + size > mf.wrote_position:
+            return None
+        try:
+            return mf.read(pos, size)
+        except ValueError:  # segment deleted by retention meanwhile
+            return None
+
+    def read_record(self, phy_offset: int) -> bytes | None:
+        """The record starting at phy_offset, reading its size from the log."""
+        mf = self.mfq.find(phy_offset)
+        if mf is None:
+            return None
+        pos = phy_offset - mf.file_from_offset
+        if pos + 8 > mf.wrote_position:
+            return None
+        try:
+            size, magic = peek_record_size(mf.mm, pos)
+        except ValueError:
+            return None
+        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+            return None
+        return self.read(phy_offset, size)
+
+    def store_timestamp_at(self, phy_offset: int) -> int:
+        """STORETIMESTAMP of the record at phy_offset, or -1."""
+        raw = self.read_record(phy_offset)
+        if raw is None:
+            return -1
+        try:
+            return decode_record_info(raw, 0, len(raw), check_crc=False).store_timestamp
+        except RecordError:
+            return -1
+
+    # --- recovery -------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mfq.load()
+
+    def _scan_file(
+        self, mf: MappedFile, check_crc: bool, on_record: DispatchSink | None
+    ) -> tuple[int, int, str]:
+        """Walk a segment's records: (end position, records, why it stopped)."""
+        mm = mf.mm
+        pos = 0
+        records = 0
+        size_limit = mf.file_size
+        while True:
+            if pos + 8 > size_limit:
+                return pos, records, "end of segment without a blank record"
+            size, magic = peek_record_size(mm, pos)
+            if magic == BLANK_MAGIC:
+                if size != size_limit - pos:
+                    return pos, records, f"blank record of size {size} does not close the segment"
+                return size_limit, records, "blank"
+            if size == 0 and magic == 0:
+                return pos, records, "end of data"
+            try:
+                info = decode_record_info(mm, pos, size_limit, check_crc)
+            except RecordError as exc:
+                return pos, records, str(exc)
+            if info.phy_offset != mf.file_from_offset + pos:
+                return pos, records, (
+                    f"record claims offset {info.phy_offset}, found at "
+                    f"{mf.file_from_offset + pos}"
+                )
+            if on_record is not None:
+                on_record(info)
+            records += 1
+            pos += size
+
+    def recover(
+        self, start_index: int, check_crc: bool, on_record: DispatchSink | None = None
+    ) -> RecoveryResult:
+        """Validate records from segment start_index on; cut the log where they stop.
+
+        Shared by normal recovery (start at the third-last segment) and abnormal recovery
+        (start at the segment chosen from the checkpoint, dispatching every record).
+        """
+        files = self.mfq.files
+        if not files:
+            return RecoveryResult(0, 0, "empty")
+        process_offset = files[start_index].file_from_offset
+        total = 0
+        reason = "end of data"
+        for mf in files[start_index:]:
+            end, records, reason = self._scan_file(mf, check_crc, on_record)
+            total += records
+            process_offset = mf.file_from_offset + end
+            if reason != "blank":
+                break
+        if reason == "blank":
+            reason = "end of data"
+        log.info("commitlog recovered to %d (%d records checked): %s", process_offset, total, reason)
+        self.mfq.truncate_dirty(process_offset)
+        # Segments fully written before the cut stay full; the last one continues at the cut.
+        last = self.mfq.last()
+        if last is not None and last.file_end_offset > process_offset >= last.file_from_offset:
+            last.wrote_position = last.flushed_position = process_offset - last.file_from_offset
+        self.mfq.flushed_where = process_offset
+        return RecoveryResult(process_offset, total, reason)
+
+    def recover_normally(self) -> RecoveryResult:
+        start = max(0, len(self.mfq.files) - 3)
+        return self.recover(start, self.config.check_crc_on_recover)
+
+    def abnormal_start_index(self, min_timestamp: int) -> int:
+        """The last segment whose first record is older than the checkpoint (or the first)."""
+        files = self.mfq.files
+        for idx in range(len(files) - 1, -1, -1):
+            mm = files[idx].mm
+            if _SIZE.unpack_from(mm, POS_MAGIC)[0] & 0xFFFFFFFF not in (
+                MESSAGE_MAGIC_CODE,
+                MESSAGE_MAGIC_CODE_V2,
+            ):
+                continue
+            try:
+                info = decode_record_info(mm, 0, files[idx].file_size, check_crc=False)
+            except RecordError:
+                continue
+            if info.store_timestamp != 0 and info.store_timestamp <= min_timestamp:
+                return idx
+        return 0
+
+    def recover_abnormally(self, min_timestamp: int, on_record: DispatchSink) -> RecoveryResult:
+        start = self.abnormal_start_index(min_timestamp)
+        return self.recover(start, self.config.check_crc_on_recover, on_record)
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def flush(self) -> int:
+        return self.mfq.flush()
+
+    def close(self) -> None:
+        self.mfq.close()
+

@@ -1,0 +1,220 @@
+"""ConsumeQueue: the per topic/queue index of CommitLog records, fixed 20-byte units.
+
+    unit = commitlog offset (8) | record size (4) | tag hash code (8)   big-endian
+
+Unit ``n`` lives at byte ``n * 20`` of the queue; files hold ``mapped_file_size_consume_queue``
+bytes each and are named by their first byte's offset (20 digits). A unit whose offset is
+negative or whose size is not positive ends the queue during recovery. Units for queue offsets
+that no longer exist in the CommitLog (the queue was created after retention removed its start)
+are blank: offset 0, size 2**31-1, tags 0, as RocketMQ's fillPreBlank writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from pocketmq.store.layout import CQ_UNIT_SIZE
+from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+_UNIT = struct.Struct(">qiq")
+BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.mfq = MappedFileQueue(directory, file_size, min_zero_run=CQ_UNIT_SIZE)
+        # CommitLog offset just past the last record indexed here.
+        self.max_physic_offset = -1
+        # Byte offset of the first unit still backed by the CommitLog.
+        self.min_logic_offset = 0
+
+    # --- offsets (in units) ---------------------------------------------------------
+
+    def min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    def max_offset_in_queue(self) -> int:
+        """The next queue offset to be written (= number of units)."""
+        return self.mfq.max_offset() // CQ_UNIT_SIZE
+
+    # --- writing --------------------------------------------------------------------
+
+    def put(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
+        """Write the unit for queue_offset; a unit already present is left alone."""
+        expect = queue_offset * CQ_UNIT_SIZE
+        current = self.mfq.max_offset()
+        if expect < current:
+            return
+        if not self.mfq.files:
+            first_start = expect - expect % self.file_size
+            mf = self.mfq.last_for_write(first_start)
+            current = first_start
+            self.min_logic_offset = expect
+        if expect > current:
+            log.warning(
+                "%s/%d: queue offset %d leaves a gap after %d; filling it with blank units",
+                self.topic,
+                self.queue_id,
+                queue_offset,
+                current // CQ_UNIT_SIZE,
+            )
+            while current < expect:
+                mf = self.mfq.last_for_write()
+                mf.mm[mf.wrote_position : mf.wrote_position + CQ_UNIT_SIZE] = BLANK_UNIT
+                mf.wrote_position += CQ_UNIT_SIZE
+                current += CQ_UNIT_SIZE
+        mf = self.mfq.last_for_write()
+        _UNIT.pack_into(mf.mm, mf.wrote_position, phy_offset, size, tags_code)
+        mf.wrote_position += CQ_UNIT_SIZE
+        self.max_physic_offset = phy_offset + size
+
+    # --- reading --------------------------------------------------------------------
+
+    def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(commitlog offset, size, tags code) of a unit, or None if it is not there."""
+        byte_offset = queue_offset * CQ_UNIT_SIZE
+        mf = self.mfq.find(byte_offset)
+        if mf is None:
+            return None
+        pos = byte_offset - mf.file_from_offset
+        if pos + CQ_UNIT_SIZE > mf.wrote_position:
+            return None
+        try:
+            return _UNIT.unpack_from(mf.mm, pos)  # type: ignore[return-value]
+        except ValueError:
+            return None
+
+    def iter_units(self, queue_offset: int) -> Iterator[tuple[int, int, int, int]]:
+        """(queue offset, commitlog offset, size, tags code) from queue_offset to the end."""
+        byte_offset = queue_offset * CQ_UNIT_SIZE
+        while True:
+            mf = self.mfq.find(byte_offset)
+            if mf is None:
+                return
+            pos = byte_offset - mf.file_from_offset
+            end = mf.wrote_position
+            if pos >= end:
+                return
+            try:
+                view = mf.mm[pos:end]
+            except ValueError:
+                return
+            qo = byte_offset // CQ_UNIT_SIZE
+            for phy, size, tags in _UNIT.iter_unpack(view):
+                yield qo, phy, size, tags
+                qo += 1
+            byte_offset = mf.file_from_offset + end
+            if end < mf.file_size:
+                return
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        n = self.max_offset_in_queue()
+        return self.unit(n - 1) if n > 0 else None
+
+    # --- recovery -------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mfq.load()
+
+    def recover(self) -> None:
+        """Find the last valid unit (from the third-last file on) and cut the queue there."""
+        files = self.mfq.files
+        if not files:
+            return
+        start = max(0, len(files) - 3)
+        end_offset = files[start].file_from_offset
+        for mf in files[start:]:
+            pos = self._scan(mf)
+            end_offset = mf.file_from_offset + pos
+            if pos < mf.file_size:
+                break
+        self.mfq.truncate_dirty(end_offset)
+        self._fix_last_position(end_offset)
+        last = self.last_unit()
+        self.max_physic_offset = last[0] + last[1] if last and last[1] != 0x7FFFFFFF else -1
+        self.min_logic_offset = max(self.min_logic_offset, self.mfq.min_offset())
+
+    @staticmethod
+    def _scan(mf: MappedFile) -> int:
+        pos = 0
+        for phy, size, _tags in _UNIT.iter_unpack(mf.mm[: mf.file_size]):
+            if phy < 0 or size <= 0:
+                break
+            pos += CQ_UNIT_SIZE
+        return pos
+
+    def _fix_last_position(self, end_offset: int) -> None:
+        last = self.mfq.last()
+        if last is not None and last.file_from_offset <= end_offset < last.file_end_offset:
+            last.wrote_position = last.flushed_position = end_offset - last.file_from_offset
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """Drop units that point at or past phy_offset (the CommitLog was cut there)."""
+        n = self.max_offset_in_queue()
+        lo = self.min_offset_in_queue()
+        # Units are in commitlog order: find the first one at or past phy_offset.
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = self.unit(mid)
+            if u is None or (u[1] != 0x7FFFFFFF and u[0] >= phy_offset):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < n:
+            end_offset = lo * CQ_UNIT_SIZE
+            log.info("%s/%d: dropping %d units past commitlog offset %d",
+                     self.topic, self.queue_id, n - lo, phy_offset)
+            self.mfq.truncate_dirty(end_offset)
+            self._fix_last_position(end_offset)
+        last = self.last_unit()
+        self.max_physic_offset = last[0] + last[1] if last and last[1] != 0x7FFFFFFF else -1
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Move the queue's min offset to the first unit still in the CommitLog."""
+        lo = self.min_offset_in_queue()
+        hi = self.max_offset_in_queue()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = self.unit(mid)
+            if u is None or (u[1] != 0x7FFFFFFF and u[0] >= commitlog_min):
+                hi = mid
+            else:
+                lo = mid + 1
+        self.min_logic_offset = lo * CQ_UNIT_SIZE
+
+    def delete_expired_files(self, commitlog_min: int) -> int:
+        """Delete files whose every unit points below commitlog_min (never the last file)."""
+        deleted = 0
+        while len(self.mfq.files) > 1:
+            first = self.mfq.files[0]
+            try:
+                phy, size, _ = _UNIT.unpack_from(first.mm, first.file_size - CQ_UNIT_SIZE)
+            except ValueError:
+                break
+            if size != 0x7FFFFFFF and phy + size > commitlog_min:
+                break
+            self.mfq.delete_first()
+            deleted += 1
+        self.min_logic_offset = max(self.min_logic_offset, self.mfq.min_offset())
+        return deleted
+
+    def flush(self) -> None:
+        self.mfq.flush()
+
+    def close(self) -> None:
+        self.mfq.close()
+
+    def destroy(self) -> None:
+        for mf in list(self.mfq.files):
+            mf.destroy()
+        self.mfq.files.clear()

@@ -1,0 +1,272 @@
+"""Index files: a hash table on disk from ``topic#key`` to CommitLog offsets, by time.
+
+    header (40)  begin timestamp (8) | end timestamp (8) | begin phy offset (8) |
+                 end phy offset (8) | hash slot count (4) | index count (4)
+    slots        max_hash_slot_num x 4 bytes: the newest entry number for the slot, 0 = empty
+    entries      max_index_num x 20 bytes: key hash (4) | phy offset (8) |
+                 seconds since begin timestamp (4) | previous entry number in the slot (4)
+
+Entry numbers start at 1 (entry 0 is never used), as in RocketMQ's IndexFile. The key hash is
+abs(String.hashCode) (0 for Integer.MIN_VALUE) and the slot is hash % slots. Hash collisions are
+chained; callers compare the keys of the records found.
+
+We also advance the header's end phy offset for records without keys, so that it says how far
+the index has seen the CommitLog; restart re-dispatches from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+from pathlib import Path
+
+from pocketmq.protocol.message import KEY_SEPARATOR, SysFlag, java_string_hash
+from pocketmq.store.layout import (
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+    index_file_name,
+)
+from pocketmq.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_SLOT = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def index_key_hash(key: str) -> int:
+    h = java_string_hash(key)
+    return 0 if h == -(1 << 31) else abs(h)
+
+
+class IndexFile:
+    def __init__(self, mf: MappedFile, slot_num: int, index_num: int) -> None:
+        self.mf = mf
+        self.slot_num = slot_num
+        self.index_num = index_num
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = _HEADER.unpack_from(mf.mm, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
+        self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
+        self.dirty = False
+
+    @staticmethod
+    def file_size(slot_num: int, index_num: int) -> int:
+        return INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+
+    @property
+    def name(self) -> str:
+        return self.mf.path.name
+
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def _write_header(self) -> None:
+        self.dirty = True
+        _HEADER.pack_into(
+            self.mf.mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        if self.index_count >= self.index_num:
+            return False
+        mm = self.mf.mm
+        key_hash = index_key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        slot_value = _SLOT.unpack_from(mm, slot_pos)[0]
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        if self.begin_timestamp <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
+        entry_pos = self._entries_start + self.index_count * INDEX_ENTRY_SIZE
+        _ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
+        _SLOT.pack_into(mm, slot_pos, self.index_count)
+        if self.index_count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def mark_seen(self, phy_offset: int) -> None:
+        self.end_phy_offset = phy_offset
+        self.dirty = True
+        _I64.pack_into(self.mf.mm, 24, phy_offset)
+
+    def time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
+        """Append to out the phy offsets of entries for key's hash stored within [begin, end]."""
+        if self.index_count <= 1:
+            return
+        mm = self.mf.mm
+        key_hash = index_key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        nxt = _SLOT.unpack_from(mm, slot_pos)[0]
+        if nxt <= 0 or nxt > self.index_count:
+            return
+        # Each hop goes to an older entry; the bound stops a corrupted chain from looping.
+        for _ in range(self.index_count):
+            if len(out) >= max_num:
+                return
+            h, phy, time_diff, prev = _ENTRY.unpack_from(
+                mm, self._entries_start + nxt * INDEX_ENTRY_SIZE
+            )
+            if time_diff < 0:
+                return
+            t = self.begin_timestamp + time_diff * 1000
+            if h == key_hash and begin <= t <= end:
+                out.append(phy)
+            if prev <= 0 or prev > self.index_count or prev >= nxt or t < begin:
+                return
+            nxt = prev
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.mf.sync()
+
+
+class IndexService:
+    """The list of index files, newest last; builds entries and answers key queries."""
+
+    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        self.directory = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self.lock = threading.RLock()
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        size = IndexFile.file_size(self.slot_num, self.index_num)
+        for name in sorted(os.listdir(self.directory)):
+            path = self.directory / name
+            if not name.isdigit():
+                continue
+            if path.stat().st_size != size:
+                log.warning("index file %s has a different size; ignoring it", path)
+                continue
+            mf = MappedFile.open(path, 0, size)
+            self.files.append(IndexFile(mf, self.slot_num, self.index_num))
+
+    def end_phy_offset(self) -> int:
+        """How far the index has seen the CommitLog (-1: nothing indexed yet)."""
+        with self.lock:
+            return self.files[-1].end_phy_offset if self.files else -1
+
+    def _writable(self) -> IndexFile:
+        with self.lock:
+            if self.files and not self.files[-1].is_full():
+                return self.files[-1]
+            previous = self.files[-1] if self.files else None
+            size = IndexFile.file_size(self.slot_num, self.index_num)
+            name = index_file_name()
+            if previous is not None and name <= previous.name:
+                name = str(int(previous.name) + 1)
+            mf = MappedFile.create(self.directory / name, 0, size)
+            f = IndexFile(mf, self.slot_num, self.index_num)
+            if previous is not None:
+                # The new file continues where the full one stopped.
+                f.begin_phy_offset = f.end_phy_offset = previous.end_phy_offset
+                f.begin_timestamp = f.end_timestamp = previous.end_timestamp
+                f._write_header()
+            self.files.append(f)
+            return f
+
+    def build_index(
+        self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
+        uniq_key: str | None, keys: str | None,
+    ) -> None:
+        f = self._writable()
+        if phy_offset <= f.end_phy_offset and f.index_count > 1:
+            return
+        if SysFlag.transaction_value(sys_flag) == SysFlag.TRANSACTION_ROLLBACK_TYPE:
+            f.mark_seen(phy_offset)
+            return
+        wanted: list[str] = []
+        if uniq_key:
+            wanted.append(uniq_key)
+        if keys:
+            wanted.extend(k for k in keys.split(KEY_SEPARATOR) if k)
+        for k in wanted:
+            full_key = f"{topic}#{k}"
+            if not f.put_key(full_key, phy_offset, store_timestamp):
+                f = self._writable()
+                f.put_key(full_key, phy_offset, store_timestamp)
+        if f.end_phy_offset != phy_offset:
+            f.mark_seen(phy_offset)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
+        """Phy offsets for topic#key stored in [begin, end], newest files first.
+
+        Returns (offsets, last update timestamp, last update phy offset).
+        """
+        out: list[int] = []
+        with self.lock:
+            files = list(self.files)
+        if not files:
+            return out, 0, 0
+        last = files[-1]
+        for f in reversed(files):
+            if len(out) >= max_num:
+                break
+            if f.time_matched(begin, end):
+                try:
+                    f.select(f"{topic}#{key}", max_num, begin, end, out)
+                except ValueError:  # file removed by retention meanwhile
+                    continue
+            if f.begin_timestamp < begin:
+                break
+        return out, last.end_timestamp, last.end_phy_offset
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete index files that only point below commitlog_min (never the last)."""
+        with self.lock:
+            victims = [f for f in self.files[:-1] if f.end_phy_offset < commitlog_min]
+            self.files = [f for f in self.files if f not in victims]
+        for f in victims:
+            f.mf.destroy()
+        return len(victims)
+
+    def flush(self) -> None:
+        with self.lock:
+            files = list(self.files[-2:])
+        for f in files:
+            try:
+                f.flush()
+            except ValueError:
+                continue
+
+    def close(self) -> None:
+        with self.lock:
+            for f in self.files:
+                f.mf.close()
+            self.files.clear()

@@ -1,0 +1,199 @@
+"""MappedFileQueue: an append-only log made of equal-size segments in one directory.
+
+Thread safety: the segment list is changed under ``lock`` (appends roll new segments on the
+event loop; retention removes old ones on the housekeeping thread). Readers look a segment up
+under the lock and then read it; a segment deleted meanwhile raises ValueError ("mmap closed"),
+which readers treat as "already removed".
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pocketmq.store.layout import is_offset_file_name, offset_file_name
+from pocketmq.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    def __init__(self, directory: Path, file_size: int, min_zero_run: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        # Zero bytes in a row that prove the end of written data (see MappedFile.zero_from).
+        self.min_zero_run = min_zero_run
+        self.files: list[MappedFile] = []
+        self.lock = threading.RLock()
+        # Log offset up to which every byte is durable.
+        self.flushed_where = 0
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map every segment in the directory, oldest first.
+
+        Raises:
+            ValueError: a segment has the wrong size or the names leave a gap.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(n for n in os.listdir(self.directory) if is_offset_file_name(n))
+        for name in names:
+            start = int(name)
+            if start % self.file_size:
+                raise ValueError(
+                    f"{self.directory / name}: start offset is not a multiple of the "
+                    f"configured segment size {self.file_size}"
+                )
+            if self.files and start != self.files[-1].file_end_offset:
+                raise ValueError(f"{self.directory}: segment {name} does not follow the previous one")
+            mf = MappedFile.open(self.directory / name, start, self.file_size)
+            # Until recovery says otherwise, a loaded segment counts as fully written.
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    def close(self) -> None:
+        with self.lock:
+            for mf in self.files:
+                mf.close()
+            self.files.clear()
+
+    # --- lookups --------------------------------------------------------------------
+
+    def first(self) -> MappedFile | None:
+        files = self.files
+        return files[0] if files else None
+
+    def last(self) -> MappedFile | None:
+        files = self.files
+        return files[-1] if files else None
+
+    def min_offset(self) -> int:
+        first = self.first()
+        return first.file_from_offset if first else 0
+
+    def max_offset(self) -> int:
+        """Offset just past the last byte written."""
+        last = self.last()
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment holding log offset ``offset``, or None if it is gone or not written."""
+        with self.lock:
+            files = self.files
+            if not files:
+                return None
+            idx = (offset - files[0].file_from_offset) // self.file_size
+            if 0 <= idx < len(files):
+                return files[idx]
+            return None
+
+    def iter_from(self, offset: int) -> Iterator[MappedFile]:
+        with self.lock:
+            files = list(self.files)
+        starts = [f.file_from_offset for f in files]
+        idx = max(0, bisect.bisect_right(starts, offset) - 1)
+        yield from files[idx:]
+
+    # --- writing --------------------------------------------------------------------
+
+    def last_for_write(self, start_offset_if_empty: int = 0) -> MappedFile:
+        """The segment to append to, creating the next one when the last is full.
+
+        Raises:
+            OSError: a new segment cannot be reserved.
+        """
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full():
+            return last
+        start = last.file_end_offset if last is not None else start_offset_if_empty
+        return self._create(start)
+
+    def _create(self, start: int) -> MappedFile:
+        path = self.directory / offset_file_name(start)
+        with self.lock:
+            if self.files and self.files[-1].file_from_offset >= start:
+                return self.files[-1]
+            self.directory.mkdir(parents=True, exist_ok=True)
+            mf = MappedFile.create(path, start, self.file_size)
+            self.files.append(mf)
+        return mf
+
+    # --- durability -----------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fdatasync every segment with unflushed bytes; returns the new flushed offset."""
+        with self.lock:
+            files = list(self.files)
+            target = self.max_offset()
+        for mf in files:
+            if mf.flushed_position < mf.wrote_position:
+                try:
+                    mf.flush()
+                except ValueError:  # removed by retention meanwhile
+                    continue
+        self.flushed_where = max(self.flushed_where, target)
+        return self.flushed_where
+
+    # --- recovery and retention -----------------------------------------------------
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop everything at or after log offset ``offset``: later segments are deleted and the
+        segment holding it is zeroed from there, so stale bytes can never be read as records."""
+        with self.lock:
+            keep: list[MappedFile] = []
+            for mf in self.files:
+                if mf.file_end_offset <= offset:
+                    keep.append(mf)
+                elif mf.file_from_offset <= offset:
+                    pos = offset - mf.file_from_offset
+                    if pos == 0 and mf is not self.files[0]:
+                        mf.destroy()
+                        continue
+                    mf.zero_from(pos, self.min_zero_run)
+                    mf.wrote_position = mf.flushed_position = pos
+                    keep.append(mf)
+                else:
+                    log.warning("deleting segment %s past the recovered end %d", mf.path, offset)
+                    mf.destroy()
+            self.files = keep
+            self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
+
+    def reset_to(self, offset: int) -> None:
+        """Forget every segment (used when a log is empty but must continue at ``offset``)."""
+        with self.lock:
+            for mf in self.files:
+                mf.destroy()
+            self.files = []
+            self.flushed_where = offset
+
+    def delete_first(self) -> MappedFile | None:
+        """Remove the oldest segment from the queue and the disk (never the only one)."""
+        with self.lock:
+            if len(self.files) <= 1:
+                return None
+            mf = self.files.pop(0)
+        mf.destroy()
+        return mf
+
+    def expired_candidates(self, reserved_ms: int, now_ms: int | None = None) -> list[MappedFile]:
+        """Segments, oldest first, last written more than reserved_ms ago (never the last)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self.lock:
+            files = self.files[:-1]
+        result = []
+        for mf in files:
+            try:
+                mtime = int(os.stat(mf.path).st_mtime * 1000)
+            except FileNotFoundError:
+                continue
+            if mtime + reserved_ms <= now:
+                result.append(mf)
+            else:
+                break
+        return result

@@ -1,0 +1,578 @@
+"""MessageStore: the storage engine's facade (RocketMQ's DefaultMessageStore).
+
+A synchronous core used from one event loop: appends and reads are memory copies into
+mappings. Its async edge is ``put_message``/``put_messages``, which under SYNC_FLUSH await the
+group commit of the flush thread. Disk waits (fdatasync, deleting files) run on the store's
+own threads.
+
+    open():  lock the directory, load segments, recover (normal, or abnormal when the abort
+             marker was left behind), rebuild consume queues and the index from the CommitLog
+             where they lag or are missing, start the flush and housekeeping threads.
+    close(): stop the threads, flush everything, write the checkpoint, remove the abort marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pocketmq.errors import StoreError
+from pocketmq.protocol.message import (
+    KEY_SEPARATOR,
+    MessageConst,
+    MessageExt,
+    RecordError,
+    RecordInfo,
+    decode_message,
+    decode_offset_msg_id,
+    decode_record_info,
+)
+from pocketmq.store.checkpoint import StoreCheckpoint
+from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.config import FlushDiskType, StoreConfig
+from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.store.dispatch import (
+    DispatchRequest,
+    ReputService,
+    goes_to_consume_queue,
+    request_from_record,
+)
+from pocketmq.store.filter import MessageFilter
+from pocketmq.store.flush import FlushCommitLogService, HousekeepingService
+from pocketmq.store.index_file import IndexService
+from pocketmq.store.layout import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+    consume_queue_dir,
+)
+from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
+
+log = logging.getLogger(__name__)
+
+_BLANK_SIZE = 0x7FFFFFFF
+ArrivalListener = Callable[[str, int, int], None]
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.root = config.root
+        self.commitlog = CommitLog(config)
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.index = IndexService(
+            self.root / INDEX_DIR, config.max_hash_slot_num, config.max_index_num
+        )
+        self.reput = ReputService(
+            self.commitlog, [self._dispatch_cq, self._dispatch_index], config.delay_levels_ms
+        )
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: FlushCommitLogService | None = None
+        self.housekeeping: HousekeepingService | None = None
+        # Called as (topic, queue id, queue offset) for each consume-queue unit written: the
+        # broker wakes long-polling pulls from it.
+        self.on_message_arrived: ArrivalListener | None = None
+        self.last_exit_ok = True
+        self.running = False
+        self.disk_full = False
+        self._lock_fd = -1
+        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # How the disk use is read; tests replace it to simulate a filling disk.
+        self.disk_usage: Callable[[Path], tuple[int, int]] = _disk_usage
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Load and recover the store, then start its threads.
+
+        Raises:
+            StoreError: another process holds the store, or its files cannot be loaded.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_directory()
+        abort = self.root / ABORT_FILE
+        self.last_exit_ok = not abort.exists()
+        try:
+            self.commitlog.load()
+            self._load_consume_queues()
+            if self.config.message_index_enable:
+                self.index.load()
+            self.checkpoint = StoreCheckpoint(self.root / CHECKPOINT_FILE)
+            abort.touch()
+            self._recover()
+        except (OSError, ValueError) as exc:
+            self._close_files()
+            self._unlock_directory()
+            raise StoreError(f"cannot open store {self.root}: {exc}") from exc
+        self.flush_service = FlushCommitLogService(
+            self.commitlog, self._sync_flush, self.config.flush_interval_commit_log,
+            self._on_commitlog_flushed,
+        )
+        self.flush_service.start()
+        self.housekeeping = HousekeepingService(
+            [
+                ("flush-logics", self.config.flush_interval_consume_queue, self.flush_logics),
+                ("disk-check", 1000, self.check_disk),
+                ("retention", self.config.clean_resource_interval, self.run_retention),
+            ]
+        )
+        self.housekeeping.start()
+        self.running = True
+
+    def close(self) -> None:
+        """Flush everything and mark a clean exit."""
+        if not self.running:
+            return
+        self.running = False
+        if self.housekeeping is not None:
+            self.housekeeping.stop()
+        if self.flush_service is not None:
+            self.flush_service.stop()
+        self.reput.pump()
+        self.commitlog.flush()
+        self.flush_logics()
+        self._close_files()
+        (self.root / ABORT_FILE).unlink(missing_ok=True)
+        self._unlock_directory()
+
+    def _close_files(self) -> None:
+        for queues in self.consume_queue_table.values():
+            for cq in queues.values():
+                cq.close()
+        self.index.close()
+        self.commitlog.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+            self.checkpoint = None
+
+    def _lock_directory(self) -> None:
+        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise StoreError(f"store {self.root} is in use by another process") from exc
+        self._lock_fd = fd
+
+    def _unlock_directory(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    async def __aenter__(self) -> MessageStore:
+        self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ recovery
+
+    def _load_consume_queues(self) -> None:
+        base = self.root / CONSUME_QUEUE_DIR
+        if not base.is_dir():
+            return
+        for topic_dir in sorted(base.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    continue
+                cq = self._new_consume_queue(topic_dir.name, int(queue_dir.name))
+                cq.load()
+
+    def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(
+            topic,
+            queue_id,
+            consume_queue_dir(self.root, topic, queue_id),
+            self.config.mapped_file_size_consume_queue,
+        )
+        self.consume_queue_table.setdefault(topic, {})[queue_id] = cq
+        return cq
+
+    def _recover(self) -> None:
+        for cq in self._all_queues():
+            cq.recover()
+        assert self.checkpoint is not None
+        if self.last_exit_ok:
+            result = self.commitlog.recover_normally()
+        else:
+            min_ts = (
+                self.checkpoint.min_timestamp_index()
+                if self.config.message_index_safe
+                else self.checkpoint.min_timestamp()
+            )
+            log.warning("store %s was not shut down cleanly: abnormal recovery", self.root)
+
+            def redispatch(info: RecordInfo) -> None:
+                self.reput.dispatch(request_from_record(info, self.config.delay_levels_ms))
+
+            result = self.commitlog.recover_abnormally(min_ts, redispatch)
+        end = result.process_offset
+        for cq in self._all_queues():
+            cq.truncate_dirty(end)
+        if self.config.message_index_enable and self.index.end_phy_offset() >= end:
+            # Entries past the cut point at bytes that will be rewritten; queries compare
+            # keys, and rewinding makes the records written next get indexed.
+            self.index.files[-1].mark_seen(end - 1)
+        self.reput.reput_from = self._reput_start()
+        dispatched = self.reput.pump()
+        if dispatched:
+            log.info("dispatched %d records to consume queues and the index", dispatched)
+        for cq in self._all_queues():
+            self.commitlog.topic_queue_table[(cq.topic, cq.queue_id)] = cq.max_offset_in_queue()
+            cq.correct_min_offset(self.commitlog.min_offset())
+
+    def _reput_start(self) -> int:
+        """Where dispatch resumes: past every record known to be in the queues and index."""
+        cq_end = max((cq.max_physic_offset for cq in self._all_queues()), default=-1)
+        start = cq_end
+        if self.config.message_index_enable:
+            start = min(start, self.index.end_phy_offset())
+        return min(max(start, self.commitlog.min_offset()), self.commitlog.max_offset())
+
+    def _all_queues(self) -> list[ConsumeQueue]:
+        return [cq for queues in list(self.consume_queue_table.values()) for cq in list(queues.values())]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch_cq(self, req: DispatchRequest) -> None:
+        if not goes_to_consume_queue(req.sys_flag):
+            return
+        queues = self.consume_queue_table.get(req.topic)
+        cq = queues.get(req.queue_id) if queues else None
+        if cq is None:
+            cq = self._new_consume_queue(req.topic, req.queue_id)
+        cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
+        listener = self.on_message_arrived
+        if listener is not None:
+            listener(req.topic, req.queue_id, req.queue_offset)
+
+    def _dispatch_index(self, req: DispatchRequest) -> None:
+        if self.config.message_index_enable:
+            self.index.build_index(
+                req.topic, req.phy_offset, req.store_timestamp, req.sys_flag,
+                req.uniq_key, req.keys,
+            )
+
+    # ------------------------------------------------------------------ writes
+
+    def _refusal(self) -> PutResult | None:
+        if not self.running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail="the message store is not running")
+        if self.disk_full:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                detail="the disk is full: writes are refused until space is freed",
+            )
+        return None
+
+    def append(self, msgs: list[MessageExt]) -> PutResult:
+        """Append and dispatch, without waiting for a flush (see put_messages)."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        result, reqs = self.commitlog.put(msgs)
+        if result.ok:
+            try:
+                self.reput.feed(reqs, result.next_offset)
+            except OSError as exc:
+                # The record is in the CommitLog; dispatch catches up once space is back.
+                log.error("dispatch lags: %s", exc)
+        return result
+
+    async def put_message(self, msg: MessageExt) -> PutResult:
+        return await self.put_messages([msg])
+
+    async def put_messages(self, msgs: list[MessageExt]) -> PutResult:
+        """Append a message or a batch for one queue; under SYNC_FLUSH return once durable
+        (or with FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
+        result = self.append(msgs)
+        if (
+            result.ok
+            and self._sync_flush
+            and self.flush_service is not None
+            and msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false"
+        ):
+            fut = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
+            try:
+                async with asyncio.timeout(self.config.sync_flush_timeout / 1000):
+                    durable = await fut
+            except TimeoutError:
+                durable = False
+            if not durable:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.detail = "the message was written but not flushed in time"
+        return result
+
+    # ------------------------------------------------------------------ reads
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        queues = self.consume_queue_table.get(topic)
+        return queues.get(queue_id) if queues else None
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetResult:
+        """Up to max_msg_nums records of a queue from offset on (DefaultMessageStore.getMessage)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset = cq.min_offset_in_queue()
+        max_offset = cq.max_offset_in_queue()
+        if max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            nxt = min_offset if min_offset == 0 else max_offset
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
+
+        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
+        max_count = min(max_msg_nums, self.config.max_transfer_count_on_message_in_memory)
+        max_scan = max(self.config.max_filter_message_count, max_msg_nums * 20)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        commitlog_min = self.commitlog.min_offset()
+        total = 0
+        scanned = 0
+        removing = False
+        for qo, phy, size, tags in cq.iter_units(offset):
+            if scanned >= max_scan:
+                break
+            if result.messages and total + size > max_bytes:
+                result.next_begin_offset = qo
+                break
+            scanned += 1
+            result.next_begin_offset = qo + 1
+            if size == _BLANK_SIZE or phy < commitlog_min:
+                removing = True
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                continue
+            raw = self.commitlog.read(phy, size)
+            if raw is None:
+                removing = True
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(raw):
+                continue
+            result.messages.append(raw)
+            result.queue_offsets.append(qo)
+            total += size
+            if len(result.messages) >= max_count:
+                break
+        if result.messages:
+            result.status = GetStatus.FOUND
+        elif removing:
+            result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        """Decode the record at a CommitLog offset (None if it is not there)."""
+        raw = self.commitlog.read_record(phy_offset)
+        if raw is None:
+            return None
+        try:
+            return decode_message(raw)
+        except RecordError:
+            return None
+
+    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> bytes | None:
+        if size is None:
+            return self.commitlog.read_record(phy_offset)
+        return self.commitlog.read(phy_offset, size)
+
+    def view_message_by_id(self, msg_id: str) -> MessageExt | None:
+        """Look up an offset message id (store host + CommitLog offset).
+
+        Raises:
+            ProtocolError: msg_id is not an offset message id.
+        """
+        _, phy = decode_offset_msg_id(msg_id)
+        return self.look_message_by_offset(phy)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> QueryResult:
+        """Records of topic whose KEYS or UNIQ_KEY contain key, stored in the time range.
+
+        Index hash collisions are resolved here by comparing keys.
+        """
+        if not self.config.message_index_enable:
+            return QueryResult([], 0, 0)
+        offsets, ts, phy = self.index.query(topic, key, max_num * 2 + 8, begin_timestamp, end_timestamp)
+        messages: list[bytes] = []
+        seen: set[int] = set()
+        for off in offsets:
+            if off in seen or len(messages) >= max_num:
+                continue
+            seen.add(off)
+            raw = self.commitlog.read_record(off)
+            if raw is None:
+                continue
+            try:
+                info = decode_record_info(raw, 0, len(raw), check_crc=False)
+            except RecordError:
+                continue
+            keys = (info.keys or "").split(KEY_SEPARATOR)
+            if info.topic == topic and (key == info.uniq_key or key in keys):
+                messages.append(raw)
+        return QueryResult(messages, ts, phy)
+
+    # ------------------------------------------------------------------ offsets
+
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.min_offset_in_queue() if cq else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message will get (0 for an unknown queue)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.max_offset_in_queue() if cq else 0
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.unit(queue_offset) if cq else None
+        return unit[0] if unit else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.unit(queue_offset) if cq else None
+        if unit is None or unit[1] == _BLANK_SIZE:
+            return -1
+        return self.commitlog.store_timestamp_at(unit[0])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset_in_queue())
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first queue offset stored at or after timestamp; the max offset if none is
+        (RocketMQ's getOffsetInQueueByTime with the default lower boundary)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset_in_queue(), cq.max_offset_in_queue()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self.get_message_store_timestamp(topic, queue_id, mid)
+            if ts < 0 or ts < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def topics(self) -> list[str]:
+        return sorted(self.consume_queue_table)
+
+    def delete_topics(self, topics: set[str]) -> int:
+        """Drop the consume queues of topics (their records age out of the CommitLog)."""
+        deleted = 0
+        for topic in topics:
+            queues = self.consume_queue_table.pop(topic, {})
+            for cq in queues.values():
+                cq.destroy()
+                deleted += 1
+            for qid in queues:
+                self.commitlog.topic_queue_table.pop((topic, qid), None)
+            shutil.rmtree(self.root / CONSUME_QUEUE_DIR / topic, ignore_errors=True)
+        return deleted
+
+    # ------------------------------------------------------------------ background work
+
+    def _on_commitlog_flushed(self, store_timestamp: int) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.physic_msg_timestamp = store_timestamp
+
+    def flush_logics(self) -> None:
+        """Sync consume queues and the index, then record how far they are durable."""
+        ts = self.reput.last_store_timestamp
+        for cq in self._all_queues():
+            try:
+                cq.flush()
+            except ValueError:
+                continue
+        if self.config.message_index_enable:
+            self.index.flush()
+        cp = self.checkpoint
+        if cp is not None:
+            if ts:
+                cp.logics_msg_timestamp = ts
+                cp.index_msg_timestamp = ts
+            cp.flush()
+
+    def check_disk(self) -> None:
+        used, total = self.disk_usage(self.commitlog.mfq.directory)
+        ratio = used * 100 / total if total else 0
+        full = ratio >= self.config.disk_space_warning_level_ratio
+        if full != self.disk_full:
+            if full:
+                log.error("disk %.1f%% used: refusing writes", ratio)
+            else:
+                log.warning("disk %.1f%% used: accepting writes again", ratio)
+            self.disk_full = full
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Delete expired CommitLog files (CleanCommitLogService), then the consume-queue and
+        index files that only point at removed records. Returns the CommitLog files removed."""
+        cfg = self.config
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        used, total = self.disk_usage(self.commitlog.mfq.directory)
+        ratio = used * 100 / total if total else 0
+        hour_ok = time.localtime(now / 1000).tm_hour in cfg.delete_hours
+        space_needed = ratio >= cfg.disk_max_used_space_ratio
+        forcibly = cfg.clean_file_forcibly_enable and ratio >= cfg.disk_space_clean_forcibly_ratio
+        if not (hour_ok or space_needed or forcibly):
+            return 0
+        mfq = self.commitlog.mfq
+        reserved_ms = cfg.file_reserved_time * 3_600_000
+        victims = mfq.expired_candidates(reserved_ms, now) if hour_ok or space_needed else []
+        if forcibly and not victims:
+            # Space is short and nothing has expired: give up the oldest segment.
+            victims = mfq.expired_candidates(0, now)[:1]
+        # At most ten per run, as RocketMQ, and never bytes that are not durable yet.
+        victims = [v for v in victims[:10] if v.file_end_offset <= mfq.flushed_where]
+        removed = 0
+        for mf in victims:
+            if mfq.first() is not mf:
+                break
+            mfq.delete_first()
+            removed += 1
+            log.info("retention deleted commitlog segment %s", mf.path.name)
+        if removed:
+            commitlog_min = self.commitlog.min_offset()
+            for cq in self._all_queues():
+                cq.delete_expired_files(commitlog_min)
+                cq.correct_min_offset(commitlog_min)
+            if cfg.message_index_enable:
+                self.index.delete_expired(commitlog_min)
+        return removed
+
+
+def _disk_usage(path: Path) -> tuple[int, int]:
+    usage = shutil.disk_usage(path)
+    return usage.used, usage.total
+

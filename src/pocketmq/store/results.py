@@ -1,0 +1,101 @@
+"""Status enums and result values returned by the store (expected outcomes are values)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from pocketmq.protocol.message import Host, create_offset_msg_id
+
+
+class PutStatus(enum.Enum):
+    """PutMessageStatus: how a put ended."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # written, but not durable within the timeout
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # store shut down, read-only or disk full
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"  # no room for a new segment
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # too large, bad topic, empty batch
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(slots=True)
+class PutResult:
+    status: PutStatus
+    # Commitlog offsets of the records written (one per message of a batch).
+    phy_offsets: list[int] = field(default_factory=list)
+    # Queue offset of the first message; the others follow consecutively.
+    queue_offset: int = -1
+    wrote_bytes: int = 0
+    store_timestamp: int = 0
+    store_host: Host = ("127.0.0.1", 0)
+    # Why the put failed, for the error response.
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def phy_offset(self) -> int:
+        return self.phy_offsets[0] if self.phy_offsets else -1
+
+    @property
+    def msg_num(self) -> int:
+        return len(self.phy_offsets)
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return [create_offset_msg_id(self.store_host, o) for o in self.phy_offsets]
+
+    @property
+    def msg_id(self) -> str:
+        return create_offset_msg_id(self.store_host, self.phy_offset) if self.phy_offsets else ""
+
+    @property
+    def next_offset(self) -> int:
+        """Commitlog offset just past this put: what a SYNC_FLUSH put waits to be durable."""
+        return self.phy_offsets[0] + self.wrote_bytes if self.phy_offsets else 0
+
+
+class GetStatus(enum.Enum):
+    """GetMessageStatus."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    # Whole CommitLog records, in queue order (copies, safe to keep).
+    messages: list[bytes] = field(default_factory=list)
+    # Queue offset of each record in messages.
+    queue_offsets: list[int] = field(default_factory=list)
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """Records found by key, plus how fresh the index was."""
+
+    messages: list[bytes]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
