@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 # The broker does not exist yet: until it does, `make run` exercises the storage engine
 # with a short benchmark in ./data (see README).
 run: $(STAMP)
+	@echo "pocketmq: the broker is not built yet; running the storage engine benchmark into ./data"
 	$(BIN)/pocketmq store bench --dir ./data/store-bench --count 200000 --size 1024 --flush async
 
 test: $(STAMP)

@@ -130,8 +130,8 @@ def decode_properties(text: str) -> dict[str, str]:
 
 _MASK32: Final = 0xFFFFFFFF
 _MAX_POW: Final = 4096
-# 31**k mod 2**32 for k = _MAX_POW-1 .. 0, so that a string of n code units is hashed by
-# multiplying with the last n entries: sum(c[i] * 31**(n-1-i)).
+# 31**k mod 2**32 for k = _MAX_POW-1 .. 0: a string of n code units hashes to the dot product
+# of its codes with the last n entries.
 _POWERS_DESC: Final = [pow(31, k, 1 << 32) for k in range(_MAX_POW - 1, -1, -1)]
 
 
@@ -143,10 +143,9 @@ def java_string_hash(s: str) -> int:
     else:
         raw = s.encode("utf-16-be")
         codes = struct.unpack(f">{len(raw) // 2}H", raw)
-    n = len(codes)
-    if n <= _MAX_POW:
+    if len(codes) <= _MAX_POW:
         # map() keeps the per-character work in C: this runs for every indexed key.
-        h = sum(map(operator.mul, codes, _POWERS_DESC[_MAX_POW - n :])) & _MASK32
+        h = sum(map(operator.mul, codes, _POWERS_DESC[_MAX_POW - len(codes) :])) & _MASK32
     else:
         h = 0
         for c in codes:
@@ -194,7 +193,9 @@ def host_from_bytes(raw: bytes | memoryview) -> Host:
 
 def create_offset_msg_id(store_host: Host, phy_offset: int) -> str:
     """The 16-byte (IPv4) or 28-byte (IPv6) offset message id, upper-case hex."""
-    return (host_to_bytes(store_host) + phy_offset.to_bytes(8, "big")).hex().upper()
+    # Signed, as Java writes the long (and decode_offset_msg_id reads it back): a damaged
+    # record may carry a negative PHYSICALOFFSET.
+    return (host_to_bytes(store_host) + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
@@ -297,8 +298,26 @@ def record_length(sys_flag: int, body_len: int, topic_len: int, properties_len: 
     store = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
     topic_len_size = 1 if topic_len <= MAX_TOPIC_LENGTH_V1 else 2
     return (
-        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
-        + 4 + body_len + topic_len_size + topic_len + 2 + properties_len
+        4
+        + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + born
+        + 8
+        + store
+        + 4
+        + 8
+        + 4
+        + body_len
+        + topic_len_size
+        + topic_len
+        + 2
+        + properties_len
     )
 
 
@@ -405,9 +424,14 @@ def decode_record_info(
         sys_flag,
         _born_ts,
     ) = _PREFIX.unpack_from(buf, pos)
-    p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
+    born_len = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
+    store_len = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
+    # Fixed fields up to and including BODY LENGTH; IPv6 hosts make them longer than 91 - 3.
+    if 48 + born_len + 8 + store_len + 4 + 8 + 4 > total:
+        raise RecordError(f"record size {total} is too small for its sys flag {sys_flag:#x}")
+    p = pos + 48 + born_len
     store_timestamp = _I64.unpack_from(buf, p)[0]
-    p += 8 + (20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8)
+    p += 8 + store_len
     prepared = _I64.unpack_from(buf, p + 4)[0]
     p += 12
     body_len = _I32.unpack_from(buf, p)[0]
@@ -415,9 +439,15 @@ def decode_record_info(
     end = pos + total
     if body_len < 0 or p + body_len > end:
         raise RecordError(f"body length {body_len} overruns the record")
-    if check_crc and body_len > 0 and zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF != crc:
+    if (
+        check_crc
+        and body_len > 0
+        and zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF != crc
+    ):
         raise RecordError("body CRC mismatch")
     p += body_len
+    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > end:
+        raise RecordError("topic length overruns the record")
     if magic == MESSAGE_MAGIC_CODE:
         topic_len = buf[p]
         p += 1
@@ -451,7 +481,9 @@ def decode_record_info(
     )
 
 
-def decode_message(buf: bytes | memoryview | bytearray, pos: int = 0, check_crc: bool = False) -> MessageExt:
+def decode_message(
+    buf: bytes | memoryview | bytearray, pos: int = 0, check_crc: bool = False
+) -> MessageExt:
     """Decode a whole record into a MessageExt (MessageDecoder.decode).
 
     Raises:

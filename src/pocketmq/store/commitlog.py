@@ -352,9 +352,13 @@ class CommitLog:
             except RecordError as exc:
                 return pos, records, str(exc)
             if info.phy_offset != mf.file_from_offset + pos:
-                return pos, records, (
-                    f"record claims offset {info.phy_offset}, found at "
-                    f"{mf.file_from_offset + pos}"
+                return (
+                    pos,
+                    records,
+                    (
+                        f"record claims offset {info.phy_offset}, found at "
+                        f"{mf.file_from_offset + pos}"
+                    ),
                 )
             if on_record is not None:
                 on_record(info)
@@ -383,7 +387,9 @@ class CommitLog:
                 break
         if reason == "blank":
             reason = "end of data"
-        log.info("commitlog recovered to %d (%d records checked): %s", process_offset, total, reason)
+        log.info(
+            "commitlog recovered to %d (%d records checked): %s", process_offset, total, reason
+        )
         self.mfq.truncate_dirty(process_offset)
         # Segments fully written before the cut stay full; the last one continues at the cut.
         last = self.mfq.last()
@@ -425,4 +431,3 @@ class CommitLog:
 
     def close(self) -> None:
         self.mfq.close()
-

@@ -172,8 +172,13 @@ class ConsumeQueue:
                 lo = mid + 1
         if lo < n:
             end_offset = lo * CQ_UNIT_SIZE
-            log.info("%s/%d: dropping %d units past commitlog offset %d",
-                     self.topic, self.queue_id, n - lo, phy_offset)
+            log.info(
+                "%s/%d: dropping %d units past commitlog offset %d",
+                self.topic,
+                self.queue_id,
+                n - lo,
+                phy_offset,
+            )
             self.mfq.truncate_dirty(end_offset)
             self._fix_last_position(end_offset)
         last = self.last_unit()

@@ -8,6 +8,7 @@ loop keeps serving while the disk works.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -101,16 +102,17 @@ class FlushCommitLogService:
                 flushed = self.commitlog.mfq.flushed_where
                 ok_error = False
             if requests:
-                by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]] = {}
+                by_loop: dict[
+                    asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]
+                ] = {}
                 for r in requests:
                     by_loop.setdefault(r.loop, []).append(
                         (r.future, ok_error and flushed >= r.next_offset)
                     )
                 for loop, batch in by_loop.items():
-                    try:
+                    # A closed loop raises RuntimeError: nobody is waiting any more.
+                    with contextlib.suppress(RuntimeError):
                         loop.call_soon_threadsafe(_resolve, batch)
-                    except RuntimeError:  # the loop is closed: nobody is waiting any more
-                        pass
             if stopped:
                 return
 

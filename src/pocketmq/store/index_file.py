@@ -118,6 +118,40 @@ class IndexFile:
         self.dirty = True
         _I64.pack_into(self.mf.mm, 24, phy_offset)
 
+    def truncate(self, phy_offset: int) -> int:
+        """Undo, newest first, the entries pointing at or past phy_offset; returns how many.
+
+        Each removed entry is the head of its slot's chain (entries are undone in reverse
+        order of insertion), so the slot goes back to the entry's predecessor.
+        """
+        mm = self.mf.mm
+        removed = 0
+        while self.index_count > 1:
+            last = self.index_count - 1
+            pos = self._entries_start + last * INDEX_ENTRY_SIZE
+            key_hash, phy, _, prev = _ENTRY.unpack_from(mm, pos)
+            if phy < phy_offset:
+                break
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+            _SLOT.pack_into(mm, slot_pos, prev)
+            if prev == 0:
+                self.hash_slot_count -= 1
+            mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
+            self.index_count = last
+            removed += 1
+        if self.index_count > 1:
+            _, phy, diff, _ = _ENTRY.unpack_from(
+                mm, self._entries_start + (self.index_count - 1) * INDEX_ENTRY_SIZE
+            )
+            self.end_phy_offset = phy
+            self.end_timestamp = self.begin_timestamp + diff * 1000
+        else:
+            self.end_phy_offset = self.begin_phy_offset = self.end_timestamp = 0
+            self.begin_timestamp = 0
+        self.end_phy_offset = min(self.end_phy_offset, phy_offset - 1)
+        self._write_header()
+        return removed
+
     def time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
@@ -177,6 +211,19 @@ class IndexService:
             mf = MappedFile.open(path, 0, size)
             self.files.append(IndexFile(mf, self.slot_num, self.index_num))
 
+    def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
+        """The slot table (written at random) and the entries the next appends will fill."""
+        files = self.files
+        if not files:
+            return []
+        f = files[-1]
+        entries_at = f._entries_start + f.index_count * INDEX_ENTRY_SIZE
+        return (
+            [(f.mf, 0, f._entries_start + window)]
+            if f.mf.prefaulted < f._entries_start
+            else [(f.mf, entries_at, entries_at + window)]
+        )
+
     def end_phy_offset(self) -> int:
         """How far the index has seen the CommitLog (-1: nothing indexed yet)."""
         with self.lock:
@@ -202,8 +249,13 @@ class IndexService:
             return f
 
     def build_index(
-        self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
-        uniq_key: str | None, keys: str | None,
+        self,
+        topic: str,
+        phy_offset: int,
+        store_timestamp: int,
+        sys_flag: int,
+        uniq_key: str | None,
+        keys: str | None,
     ) -> None:
         f = self._writable()
         if phy_offset <= f.end_phy_offset and f.index_count > 1:
@@ -224,7 +276,9 @@ class IndexService:
         if f.end_phy_offset != phy_offset:
             f.mark_seen(phy_offset)
 
-    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
+    def query(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> tuple[list[int], int, int]:
         """Phy offsets for topic#key stored in [begin, end], newest files first.
 
         Returns (offsets, last update timestamp, last update phy offset).
@@ -246,6 +300,16 @@ class IndexService:
             if f.begin_timestamp < begin:
                 break
         return out, last.end_timestamp, last.end_phy_offset
+
+    def truncate(self, phy_offset: int) -> None:
+        """Forget every entry at or past phy_offset (the CommitLog was cut there)."""
+        with self.lock:
+            while len(self.files) > 1 and self.files[-1].begin_phy_offset >= phy_offset:
+                self.files.pop().mf.destroy()
+            for f in self.files[-2:]:
+                removed = f.truncate(phy_offset)
+                if removed:
+                    log.info("index %s: dropped %d entries past %d", f.name, removed, phy_offset)
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete index files that only point below commitlog_min (never the last)."""

@@ -1,12 +1,12 @@
 """On-disk names, magic codes and unit sizes of a RocketMQ 4.x store directory. No I/O here.
 
-    {root}/commitlog/{20-digit start offset}          CommitLog segments
-    {root}/consumequeue/{topic}/{queueId}/{20-digit}  ConsumeQueue files (start offset in bytes)
-    {root}/index/{yyyyMMddHHmmssSSS}                  index files, named by creation time
-    {root}/checkpoint                                 flush timestamps (StoreCheckpoint)
-    {root}/abort                                      present while running: unclean exit marker
-    {root}/config/*.json                              broker metadata, written atomically
-    {root}/lock                                       advisory lock: one process per store
+{root}/commitlog/{20-digit start offset}          CommitLog segments
+{root}/consumequeue/{topic}/{queueId}/{20-digit}  ConsumeQueue files (start offset in bytes)
+{root}/index/{yyyyMMddHHmmssSSS}                  index files, named by creation time
+{root}/checkpoint                                 flush timestamps (StoreCheckpoint)
+{root}/abort                                      present while running: unclean exit marker
+{root}/config/*.json                              broker metadata, written atomically
+{root}/lock                                       advisory lock: one process per store
 """
 
 from __future__ import annotations

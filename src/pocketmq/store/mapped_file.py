@@ -10,6 +10,7 @@ which writes back pages dirtied through the mapping and releases the GIL while i
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
@@ -20,16 +21,27 @@ log = logging.getLogger(__name__)
 _CHUNK = 64 * 1024
 
 
+def mapping_address(mm: mmap.mmap) -> int:
+    """Base address of a mapping (the temporary buffer export is released at once)."""
+    view = ctypes.c_char.from_buffer(mm)
+    try:
+        return ctypes.addressof(view)
+    finally:
+        del view
+
+
 class MappedFile:
     """A segment named by the log offset of its first byte."""
 
     __slots__ = (
         "_fd",
+        "address",
         "file_from_offset",
         "file_size",
         "flushed_position",
         "mm",
         "path",
+        "prefaulted",
         "store_timestamp",
         "wrote_position",
     )
@@ -40,6 +52,9 @@ class MappedFile:
         self.file_size = file_size
         self._fd = fd
         self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        # Base address for madvise, and how far pages are known to be faulted in.
+        self.address = mapping_address(self.mm)
+        self.prefaulted = 0
         self.wrote_position = 0
         self.flushed_position = 0
         # Store timestamp of the last record appended; feeds the checkpoint after a flush.

@@ -32,6 +32,8 @@ class MappedFileQueue:
         self.lock = threading.RLock()
         # Log offset up to which every byte is durable.
         self.flushed_where = 0
+        # The next segment, created ahead of time by the prefault thread (not yet in files).
+        self._prepared: MappedFile | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -51,7 +53,9 @@ class MappedFileQueue:
                     f"configured segment size {self.file_size}"
                 )
             if self.files and start != self.files[-1].file_end_offset:
-                raise ValueError(f"{self.directory}: segment {name} does not follow the previous one")
+                raise ValueError(
+                    f"{self.directory}: segment {name} does not follow the previous one"
+                )
             mf = MappedFile.open(self.directory / name, start, self.file_size)
             # Until recovery says otherwise, a loaded segment counts as fully written.
             mf.wrote_position = mf.flushed_position = self.file_size
@@ -62,6 +66,10 @@ class MappedFileQueue:
             for mf in self.files:
                 mf.close()
             self.files.clear()
+            if self._prepared is not None:
+                # Never written: remove it so a reopened store sees no empty trailing segment.
+                self._prepared.destroy()
+                self._prepared = None
 
     # --- lookups --------------------------------------------------------------------
 
@@ -115,14 +123,52 @@ class MappedFileQueue:
         return self._create(start)
 
     def _create(self, start: int) -> MappedFile:
-        path = self.directory / offset_file_name(start)
         with self.lock:
             if self.files and self.files[-1].file_from_offset >= start:
                 return self.files[-1]
-            self.directory.mkdir(parents=True, exist_ok=True)
-            mf = MappedFile.create(path, start, self.file_size)
+            prepared, self._prepared = self._prepared, None
+            if prepared is not None and prepared.file_from_offset == start:
+                mf = prepared
+            else:
+                if prepared is not None:
+                    prepared.destroy()
+                self.directory.mkdir(parents=True, exist_ok=True)
+                mf = MappedFile.create(
+                    self.directory / offset_file_name(start), start, self.file_size
+                )
             self.files.append(mf)
         return mf
+
+    def prepare_next(self, when_free_below: int) -> None:
+        """Create the segment after the last one once the last has little room left.
+
+        Runs on the prefault thread; a failure (disk full) is left for the append to meet.
+        """
+        last = self.last()
+        if last is None or last.free_space >= when_free_below or self._prepared is not None:
+            return
+        start = last.file_end_offset
+        try:
+            mf = MappedFile.create(self.directory / offset_file_name(start), start, self.file_size)
+        except (OSError, FileExistsError):
+            return
+        with self.lock:
+            if self._prepared is None and self.last() is last:
+                self._prepared = mf
+                return
+        mf.destroy()
+
+    def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
+        """The byte ranges the next ``window`` bytes of appends will touch."""
+        last = self.last()
+        if last is None:
+            return []
+        end = last.wrote_position + window
+        ranges = [(last, last.wrote_position, min(end, last.file_size))]
+        prepared = self._prepared
+        if end > last.file_size and prepared is not None:
+            ranges.append((prepared, 0, end - last.file_size))
+        return ranges
 
     # --- durability -----------------------------------------------------------------
 

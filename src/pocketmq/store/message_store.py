@@ -54,11 +54,14 @@ from pocketmq.store.layout import (
     LOCK_FILE,
     consume_queue_dir,
 )
+from pocketmq.store.prefault import PrefaultService
 from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
 
 log = logging.getLogger(__name__)
 
 _BLANK_SIZE = 0x7FFFFFFF
+# How far ahead of the CommitLog write position pages are faulted in (see prefault.py).
+_PREFAULT_WINDOW = 32 << 20
 ArrivalListener = Callable[[str, int, int], None]
 
 
@@ -77,6 +80,7 @@ class MessageStore:
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
+        self.prefault: PrefaultService | None = None
         # Called as (topic, queue id, queue offset) for each consume-queue unit written: the
         # broker wakes long-polling pulls from it.
         self.on_message_arrived: ArrivalListener | None = None
@@ -113,7 +117,9 @@ class MessageStore:
             self._unlock_directory()
             raise StoreError(f"cannot open store {self.root}: {exc}") from exc
         self.flush_service = FlushCommitLogService(
-            self.commitlog, self._sync_flush, self.config.flush_interval_commit_log,
+            self.commitlog,
+            self._sync_flush,
+            self.config.flush_interval_commit_log,
             self._on_commitlog_flushed,
         )
         self.flush_service.start()
@@ -125,6 +131,12 @@ class MessageStore:
             ]
         )
         self.housekeeping.start()
+        window = min(_PREFAULT_WINDOW, self.config.mapped_file_size_commit_log // 2)
+        targets = [lambda: self.commitlog.mfq.warm_ranges(window)]
+        if self.config.message_index_enable:
+            targets.append(lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8))
+        self.prefault = PrefaultService(targets, [lambda: self.commitlog.mfq.prepare_next(window)])
+        self.prefault.start()
         self.running = True
 
     def close(self) -> None:
@@ -132,6 +144,8 @@ class MessageStore:
         if not self.running:
             return
         self.running = False
+        if self.prefault is not None:
+            self.prefault.stop()
         if self.housekeeping is not None:
             self.housekeeping.stop()
         if self.flush_service is not None:
@@ -221,9 +235,7 @@ class MessageStore:
         for cq in self._all_queues():
             cq.truncate_dirty(end)
         if self.config.message_index_enable and self.index.end_phy_offset() >= end:
-            # Entries past the cut point at bytes that will be rewritten; queries compare
-            # keys, and rewinding makes the records written next get indexed.
-            self.index.files[-1].mark_seen(end - 1)
+            self.index.truncate(end)
         self.reput.reput_from = self._reput_start()
         dispatched = self.reput.pump()
         if dispatched:
@@ -241,7 +253,9 @@ class MessageStore:
         return min(max(start, self.commitlog.min_offset()), self.commitlog.max_offset())
 
     def _all_queues(self) -> list[ConsumeQueue]:
-        return [cq for queues in list(self.consume_queue_table.values()) for cq in list(queues.values())]
+        return [
+            cq for queues in list(self.consume_queue_table.values()) for cq in list(queues.values())
+        ]
 
     # ------------------------------------------------------------------ dispatch
 
@@ -260,15 +274,21 @@ class MessageStore:
     def _dispatch_index(self, req: DispatchRequest) -> None:
         if self.config.message_index_enable:
             self.index.build_index(
-                req.topic, req.phy_offset, req.store_timestamp, req.sys_flag,
-                req.uniq_key, req.keys,
+                req.topic,
+                req.phy_offset,
+                req.store_timestamp,
+                req.sys_flag,
+                req.uniq_key,
+                req.keys,
             )
 
     # ------------------------------------------------------------------ writes
 
     def _refusal(self) -> PutResult | None:
         if not self.running:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail="the message store is not running")
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, detail="the message store is not running"
+            )
         if self.disk_full:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE,
@@ -392,7 +412,9 @@ class MessageStore:
         except RecordError:
             return None
 
-    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> bytes | None:
+    def select_one_message_by_offset(
+        self, phy_offset: int, size: int | None = None
+    ) -> bytes | None:
         if size is None:
             return self.commitlog.read_record(phy_offset)
         return self.commitlog.read(phy_offset, size)
@@ -415,7 +437,9 @@ class MessageStore:
         """
         if not self.config.message_index_enable:
             return QueryResult([], 0, 0)
-        offsets, ts, phy = self.index.query(topic, key, max_num * 2 + 8, begin_timestamp, end_timestamp)
+        offsets, ts, phy = self.index.query(
+            topic, key, max_num * 2 + 8, begin_timestamp, end_timestamp
+        )
         messages: list[bytes] = []
         seen: set[int] = set()
         for off in offsets:
@@ -575,4 +599,3 @@ class MessageStore:
 def _disk_usage(path: Path) -> tuple[int, int]:
     usage = shutil.disk_usage(path)
     return usage.used, usage.total
-

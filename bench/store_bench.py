@@ -1,0 +1,69 @@
+"""`make bench`: the store append benchmark in the two configurations BENCHMARKS.md records.
+
+1 KiB messages; ASYNC_FLUSH with one writer, and SYNC_FLUSH with 64 concurrent writers (group
+commit). Each run prints the store's throughput next to a raw sequential write of the same
+bytes to a plain file on the same disk, measured in the same invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+RUNS = [
+    ("async, 1 writer", ["--flush", "async", "--writers", "1"]),
+    ("sync, 64 writers", ["--flush", "sync", "--writers", "64"]),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--count", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory (default: temp)")
+    args = parser.parse_args()
+    base = args.dir or Path(tempfile.mkdtemp(prefix="pocketmq-bench-"))
+    try:
+        print(
+            f"{'run':<18} {'msgs/s':>10} {'MB/s':>8} {'durable':>8} {'raw MB/s':>9} "
+            f"{'ratio':>6} {'p50 us':>8} {'p99 us':>8}"
+        )
+        for name, extra in RUNS:
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pocketmq.cli",
+                    "store",
+                    "bench",
+                    "--dir",
+                    str(base / name.split(",")[0]),
+                    "--count",
+                    str(args.count),
+                    "--size",
+                    str(args.size),
+                    "--json",
+                    *extra,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            r = orjson.loads(out.strip().splitlines()[-1])
+            print(
+                f"{name:<18} {r['msgs_per_s']:>10,.0f} {r['mb_per_s']:>8} "
+                f"{r['durable_mb_per_s']:>8} {r['raw_mb_per_s']:>9} {r['ratio']:>6} "
+                f"{r['put_p50_us']:>8} {r['put_p99_us']:>8}"
+            )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from pocketmq.cli.main import main
+
+main()

@@ -1,0 +1,101 @@
+"""PrefaultService: keep the pages just ahead of each log's write position mapped.
+
+The first write to a page of a preallocated file costs a page fault that allocates and zeroes
+a page-cache page (measured here: about 17 us per 4 KiB page, 4.5 us per 1 KiB record). On the
+event loop that fault happens with the GIL held. This thread asks the kernel to take those
+faults in advance with madvise(MADV_POPULATE_WRITE) (Linux 5.14+), called through ctypes, which
+releases the GIL, so appends find their pages ready: RocketMQ's warmMappedFile, without writing
+zeros through the whole file. It also creates the next CommitLog segment before it is needed.
+
+Where the kernel refuses the advice, the service stops and appends take the faults themselves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import mmap
+import threading
+from collections.abc import Callable
+
+from pocketmq.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+MADV_POPULATE_WRITE = 23
+_PAGE = mmap.PAGESIZE
+_STEP = 1 << 20  # populate in 1 MiB calls so that stop() is prompt
+
+_libc: ctypes.CDLL | None
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _libc.madvise.restype = ctypes.c_int
+except (OSError, AttributeError):  # not Linux / no libc: nothing to prefault with
+    _libc = None
+
+
+def populate(mf: MappedFile, start: int, end: int) -> bool:
+    """Fault in mf's pages covering [start, end); False if the kernel refuses."""
+    if _libc is None:
+        return False
+    start -= start % _PAGE
+    end = min(end, mf.file_size)
+    if end <= start or mf.address == 0:
+        return True
+    if _libc.madvise(mf.address + start, end - start, MADV_POPULATE_WRITE) != 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOMEM:  # the file was unmapped meanwhile: nothing left to do
+            return True
+        log.info(
+            "madvise(MADV_POPULATE_WRITE) unavailable (%s): no prefaulting",
+            errno.errorcode.get(err, err),
+        )
+        return False
+    return True
+
+
+# A target names the file to keep warm and the range it will be written next.
+Target = Callable[[], list[tuple[MappedFile, int, int]]]
+
+
+class PrefaultService:
+    def __init__(self, targets: list[Target], housekeeping: list[Callable[[], None]]) -> None:
+        self.targets = targets
+        self.housekeeping = housekeeping
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pocketmq-prefault", daemon=True)
+        self.enabled = _libc is not None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            busy = False
+            for task in self.housekeeping:
+                try:
+                    task()
+                except Exception:  # a task boundary: keep prefaulting the other logs
+                    log.exception("prefault housekeeping failed")
+            if self.enabled:
+                for target in self.targets:
+                    for mf, start, end in target():
+                        lo = max(start, mf.prefaulted)
+                        if lo >= end:
+                            continue
+                        hi = min(end, lo + _STEP)
+                        if not populate(mf, lo, hi):
+                            self.enabled = False
+                            break
+                        mf.prefaulted = hi
+                        busy = True
+            if not busy:
+                self._stop.wait(0.002)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
