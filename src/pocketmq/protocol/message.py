@@ -153,6 +153,18 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def java_string_hash_concat(prefix_hash: int, s: str) -> int:
+    """hashCode of prefix + s from the prefix's hashCode, hashing only s."""
+    if not s.isascii():
+        raw = s.encode("utf-16-be")
+        n = len(raw) // 2
+    else:
+        n = len(s)
+    power = pow(31, n, 1 << 32) if n >= _MAX_POW else _POWERS_DESC[_MAX_POW - 1 - n]
+    h = ((prefix_hash & _MASK32) * power + (java_string_hash(s) & _MASK32)) & _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 _TAGS_CODE_CACHE: dict[str, int] = {}
 
 

@@ -15,6 +15,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
@@ -23,6 +24,7 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
+    SCHEDULE_TOPIC,
     Host,
     MessageExt,
     RecordError,
@@ -32,7 +34,7 @@ from pocketmq.protocol.message import (
     encode_properties,
     host_to_bytes,
     peek_record_size,
-    record_length,
+    tags_code,
 )
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
@@ -70,8 +72,7 @@ def _header_struct(born_len: int, store_len: int) -> struct.Struct:
 _HEADERS = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
 
 
-@dataclass(slots=True)
-class _Encoded:
+class _Encoded(NamedTuple):
     """A message prepared outside the lock: everything but offsets and the store time."""
 
     msg: MessageExt
@@ -82,6 +83,7 @@ class _Encoded:
     sys_flag: int
     born: bytes
     magic: int
+    header: struct.Struct
 
 
 @dataclass(slots=True)
@@ -104,6 +106,8 @@ class CommitLog:
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.store_host = config.store_host_tuple
         self._store_host_bytes = _host_bytes(self.store_host)
+        self._store_v6 = len(self._store_host_bytes) == 20
+        self._topic_cache: dict[str, tuple[bytes, int]] = {}
         self.delay_levels_ms = config.delay_levels_ms
         # Set by the first failed write: later puts fail fast until the store is reopened.
         self.write_error: str | None = None
@@ -122,6 +126,27 @@ class CommitLog:
 
     # --- append ---------------------------------------------------------------------
 
+    def _topic_prefix(self, topic: str) -> tuple[bytes, int]:
+        """The topic's length field + bytes, and the record's magic code (v2 for long topics).
+
+        Raises:
+            ValueError: the topic is empty or longer than any record can carry.
+        """
+        cached = self._topic_cache.get(topic)
+        if cached is None:
+            raw = topic.encode()
+            if not raw or len(raw) > MAX_TOPIC_LENGTH:
+                raise ValueError(f"topic must be 1..{MAX_TOPIC_LENGTH} bytes, got {len(raw)}")
+            v1 = len(raw) <= MAX_TOPIC_LENGTH_V1
+            cached = (
+                len(raw).to_bytes(1 if v1 else 2, "big") + raw,
+                MESSAGE_MAGIC_CODE if v1 else MESSAGE_MAGIC_CODE_V2,
+            )
+            if len(self._topic_cache) > 65536:
+                self._topic_cache.clear()
+            self._topic_cache[topic] = cached
+        return cached
+
     def _encode(self, msg: MessageExt) -> _Encoded | PutResult:
         body = msg.body
         if len(body) > self.config.max_message_size:
@@ -130,45 +155,34 @@ class CommitLog:
                 detail=f"body is {len(body)} bytes, max_message_size is "
                 f"{self.config.max_message_size}",
             )
-        props_bytes = encode_properties(msg.properties).encode()
+        props = msg.properties
+        props_bytes = encode_properties(props).encode()
         if len(props_bytes) > MAX_PROPERTIES_LENGTH:
             return PutResult(
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
                 detail=f"properties are {len(props_bytes)} bytes, at most 32767 fit",
             )
-        topic = msg.topic.encode()
-        if not topic or len(topic) > MAX_TOPIC_LENGTH:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="topic must be 1..32767 bytes")
+        try:
+            topic_field, magic = self._topic_prefix(msg.topic)
+        except ValueError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=str(exc))
         born = _host_bytes(msg.born_host)
         sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
         if len(born) == 20:
             sys_flag |= SysFlag.BORNHOST_V6
-        if len(self._store_host_bytes) == 20:
+        if self._store_v6:
             sys_flag |= SysFlag.STOREHOSTADDRESS_V6
-        v1 = len(topic) <= MAX_TOPIC_LENGTH_V1
-        tail = b"".join(
-            (
-                len(topic).to_bytes(1 if v1 else 2, "big"),
-                topic,
-                len(props_bytes).to_bytes(2, "big"),
-                props_bytes,
-            )
-        )
-        size = record_length(sys_flag, len(body), len(topic), len(props_bytes))
+        tail = b"".join((topic_field, len(props_bytes).to_bytes(2, "big"), props_bytes))
+        header = _HEADERS[(len(born), len(self._store_host_bytes))]
+        # TOTALSIZE + fixed header, then body and tail (CommitLog.calMsgLength).
+        size = 4 + header.size + len(body) + len(tail)
         if size + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL,
                 detail=f"a {size}-byte record does not fit a commitlog segment",
             )
         return _Encoded(
-            msg=msg,
-            props=msg.properties,
-            body_crc=zlib.crc32(body) & 0x7FFFFFFF,
-            tail=tail,
-            size=size,
-            sys_flag=sys_flag,
-            born=born,
-            magic=MESSAGE_MAGIC_CODE if v1 else MESSAGE_MAGIC_CODE_V2,
+            msg, props, zlib.crc32(body) & 0x7FFFFFFF, tail, size, sys_flag, born, magic, header
         )
 
     def put(self, msgs: list[MessageExt]) -> tuple[PutResult, list[DispatchRequest]]:
@@ -181,18 +195,21 @@ class CommitLog:
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
         encoded: list[_Encoded] = []
+        total = 0
         for m in msgs:
             e = self._encode(m)
             if isinstance(e, PutResult):
                 return e, []
             encoded.append(e)
-        total = sum(e.size for e in encoded)
+            total += e.size
         if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="batch larger than a segment"), []
         first = msgs[0]
         key = (first.topic, first.queue_id)
-        tx = SysFlag.transaction_value(first.sys_flag)
+        tx = first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
         counts_in_queue = tx in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
+        store_host = self._store_host_bytes
+        schedule = SCHEDULE_TOPIC
 
         with self.put_lock:
             try:
@@ -209,51 +226,39 @@ class CommitLog:
             offsets: list[int] = []
             reqs: list[DispatchRequest] = []
             qo = queue_offset
-            for e in encoded:
-                m = e.msg
-                hdr = _HEADERS[(len(e.born), len(self._store_host_bytes))]
-                hdr.pack_into(
-                    mm,
-                    pos + 4,
-                    e.magic,
-                    e.body_crc,
-                    m.queue_id,
-                    m.flag,
-                    qo,
-                    phy,
-                    e.sys_flag,
-                    m.born_timestamp,
-                    e.born,
-                    store_ts,
-                    self._store_host_bytes,
-                    m.reconsume_times,
-                    m.prepared_transaction_offset,
-                    len(m.body),
-                )
-                p = pos + 4 + hdr.size
-                mm[p : p + len(m.body)] = m.body
-                p += len(m.body)
-                mm[p : p + len(e.tail)] = e.tail
+            for msg, props, crc, tail, size, sys_flag, born, magic, header in encoded:
+                body = msg.body
+                header.pack_into(
+                    mm, pos + 4, magic, crc, msg.queue_id, msg.flag, qo, phy, sys_flag,
+                    msg.born_timestamp, born, store_ts, store_host, msg.reconsume_times,
+                    msg.prepared_transaction_offset, len(body),
+                )  # fmt: skip
+                p = pos + 4 + header.size
+                mm[p : p + len(body)] = body
+                p += len(body)
+                mm[p : p + len(tail)] = tail
                 # The size goes in last: a torn copy leaves a zero size, read as end of log.
-                _SIZE.pack_into(mm, pos, e.size)
+                _SIZE.pack_into(mm, pos, size)
                 offsets.append(phy)
-                props = e.props
+                topic = msg.topic
                 reqs.append(
                     DispatchRequest(
-                        m.topic,
-                        m.queue_id,
+                        topic,
+                        msg.queue_id,
                         phy,
-                        e.size,
-                        compute_tags_code(m.topic, props, store_ts, self.delay_levels_ms),
+                        size,
+                        tags_code(props.get("TAGS"))
+                        if topic != schedule
+                        else compute_tags_code(topic, props, store_ts, self.delay_levels_ms),
                         store_ts,
                         qo,
                         props.get("KEYS"),
                         props.get("UNIQ_KEY"),
-                        e.sys_flag,
+                        sys_flag,
                     )
                 )
-                pos += e.size
-                phy += e.size
+                pos += size
+                phy += size
                 if counts_in_queue:
                     qo += 1
             mf.wrote_position = pos

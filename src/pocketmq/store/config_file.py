@@ -25,11 +25,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
     Raises:
         StoreError: the file cannot be written (the previous version stays in place).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
     payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(payload)
             f.flush()

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class _FlushRequest:
     next_offset: int
+    deadline: float  # time.monotonic() after which the put gives up (FLUSH_DISK_TIMEOUT)
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[bool]
 
@@ -33,45 +34,70 @@ def _resolve(batch: list[tuple[asyncio.Future[bool], bool]]) -> None:
             fut.set_result(ok)
 
 
+def _resolve_all(requests: list[_FlushRequest], ok: bool) -> None:
+    """Resolve futures on their own loops, one cross-thread call per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]] = {}
+    for r in requests:
+        by_loop.setdefault(r.loop, []).append((r.future, ok))
+    for loop, batch in by_loop.items():
+        # A closed loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, batch)
+
+
 class FlushCommitLogService:
-    """ASYNC_FLUSH: fdatasync every interval. SYNC_FLUSH: group commit - each wake-up syncs
-    once for every put waiting, and resolves their futures on their event loops."""
+    """ASYNC_FLUSH: fdatasync every interval. SYNC_FLUSH: group commit - each round syncs
+    once for every put waiting, and resolves their futures on their event loops.
+
+    Puts still waiting after sync_flush_timeout are answered False by ``expire`` (called from
+    the housekeeping thread, so a hung disk cannot hold them forever)."""
 
     def __init__(
         self,
         commitlog: CommitLog,
         sync_flush: bool,
         interval_ms: int,
+        timeout_ms: int,
         on_flushed: Callable[[int], None],
     ) -> None:
         self.commitlog = commitlog
         self.sync_flush = sync_flush
         self.interval_s = interval_ms / 1000
+        self.timeout_s = timeout_ms / 1000
         self.on_flushed = on_flushed
         self._cond = threading.Condition()
-        self._requests: list[_FlushRequest] = []
+        self._pending: list[_FlushRequest] = []
+        self._idle = False
         self._stopped = False
-        self._wakeup = False
         self._thread = threading.Thread(target=self._run, name="pocketmq-flush", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def request(self, next_offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
-        """A future that becomes True once the CommitLog is durable up to next_offset."""
+        """A future that becomes True once the CommitLog is durable up to next_offset, or
+        False if that does not happen within the timeout."""
         fut: asyncio.Future[bool] = loop.create_future()
         with self._cond:
             if self._stopped:
                 fut.set_result(False)
                 return fut
-            self._requests.append(_FlushRequest(next_offset, loop, fut))
-            self._cond.notify()
+            self._pending.append(
+                _FlushRequest(next_offset, time.monotonic() + self.timeout_s, loop, fut)
+            )
+            if self._idle:
+                self._cond.notify()
         return fut
 
-    def wakeup(self) -> None:
+    def expire(self) -> None:
+        now = time.monotonic()
         with self._cond:
-            self._wakeup = True
-            self._cond.notify()
+            late = [r for r in self._pending if r.deadline <= now]
+            if late:
+                self._pending = [r for r in self._pending if r.deadline > now]
+        if late:
+            log.warning("%d puts not flushed within %.1f s", len(late), self.timeout_s)
+            _resolve_all(late, False)
 
     def _flush_once(self) -> int:
         last = self.commitlog.mfq.last()
@@ -84,36 +110,33 @@ class FlushCommitLogService:
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._requests and not self._stopped and not self._wakeup:
+                if not self._pending and not self._stopped:
+                    self._idle = True
                     self._cond.wait(0.01 if self.sync_flush else self.interval_s)
-                requests, self._requests = self._requests, []
+                    self._idle = False
+                waiting = bool(self._pending)
                 stopped = self._stopped
-                self._wakeup = False
             try:
                 flushed = self._flush_once()
-                if requests and flushed < max(r.next_offset for r in requests):
-                    flushed = self._flush_once()
-                ok_error = True
-            except OSError as exc:
+                ok = True
+            except Exception as exc:  # a thread boundary: the store must learn of it
                 # A failed fdatasync may have dropped dirty pages: nothing after the last good
                 # flush can be promised durable, so the store stops taking writes.
                 log.error("commitlog flush failed: %s", exc)
                 self.commitlog.write_error = f"commitlog flush failed: {exc}"
                 flushed = self.commitlog.mfq.flushed_where
-                ok_error = False
-            if requests:
-                by_loop: dict[
-                    asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]
-                ] = {}
-                for r in requests:
-                    by_loop.setdefault(r.loop, []).append(
-                        (r.future, ok_error and flushed >= r.next_offset)
-                    )
-                for loop, batch in by_loop.items():
-                    # A closed loop raises RuntimeError: nobody is waiting any more.
-                    with contextlib.suppress(RuntimeError):
-                        loop.call_soon_threadsafe(_resolve, batch)
+                ok = False
+            if waiting:
+                with self._cond:
+                    done = [r for r in self._pending if not ok or r.next_offset <= flushed]
+                    if done:
+                        self._pending = [r for r in self._pending if ok and r.next_offset > flushed]
+                if done:
+                    _resolve_all(done, ok)
             if stopped:
+                with self._cond:
+                    rest, self._pending = self._pending, []
+                _resolve_all(rest, False)
                 return
 
     def stop(self) -> None:

@@ -22,7 +22,12 @@ import struct
 import threading
 from pathlib import Path
 
-from pocketmq.protocol.message import KEY_SEPARATOR, SysFlag, java_string_hash
+from pocketmq.protocol.message import (
+    KEY_SEPARATOR,
+    SysFlag,
+    java_string_hash,
+    java_string_hash_concat,
+)
 from pocketmq.store.layout import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
@@ -61,6 +66,27 @@ class IndexFile:
             self.index_count = 1
         self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
         self.dirty = False
+        self._undo_torn_insert()
+
+    def _undo_torn_insert(self) -> None:
+        """Undo an insert cut short by a crash: put_key writes the entry, then the slot, then
+        the header, so a kill in between leaves entry number index_count written (and maybe its
+        slot pointing at it) while the header does not count it. Left alone, re-adding a key
+        of that slot would chain the new entry to itself."""
+        count = self.index_count
+        if count >= self.index_num:
+            return
+        mm = self.mf.mm
+        entry_pos = self._entries_start + count * INDEX_ENTRY_SIZE
+        key_hash, _, _, prev = _ENTRY.unpack_from(mm, entry_pos)
+        if not any(mm[entry_pos : entry_pos + INDEX_ENTRY_SIZE]):
+            return
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        if _SLOT.unpack_from(mm, slot_pos)[0] == count:
+            _SLOT.pack_into(mm, slot_pos, prev if 0 < prev < count else 0)
+        mm[entry_pos : entry_pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
+        self.dirty = True
+        log.warning("index %s: undid an insert cut short at entry %d", self.name, count)
 
     @staticmethod
     def file_size(slot_num: int, index_num: int) -> int:
@@ -86,32 +112,50 @@ class IndexFile:
             self.index_count,
         )
 
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        if self.index_count >= self.index_num:
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add an entry for a key whose index_key_hash is key_hash; False when full."""
+        count = self.index_count
+        if count >= self.index_num:
             return False
         mm = self.mf.mm
-        key_hash = index_key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
         slot_value = _SLOT.unpack_from(mm, slot_pos)[0]
-        if slot_value <= 0 or slot_value > self.index_count:
+        if slot_value <= 0 or slot_value > count:
             slot_value = 0
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
-        entry_pos = self._entries_start + self.index_count * INDEX_ENTRY_SIZE
-        _ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
-        _SLOT.pack_into(mm, slot_pos, self.index_count)
-        if self.index_count <= 1:
+        begin = self.begin_timestamp
+        time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), 2147483647)
+        _ENTRY.pack_into(
+            mm, self._entries_start + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff,
+            slot_value,
+        )  # fmt: skip
+        _SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
         if slot_value == 0:
             self.hash_slot_count += 1
-        self.index_count += 1
+        self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
         self._write_header()
         return True
+
+    def has_entry(self, key_hash: int, phy_offset: int) -> bool:
+        """Whether key_hash's chain holds an entry for phy_offset (newest entries first, so
+        the walk stops at the first older record)."""
+        mm = self.mf.mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        nxt = _SLOT.unpack_from(mm, slot_pos)[0]
+        for _ in range(self.index_count):
+            if nxt <= 0 or nxt >= self.index_count:
+                return False
+            h, phy, _, prev = _ENTRY.unpack_from(mm, self._entries_start + nxt * INDEX_ENTRY_SIZE)
+            if h == key_hash and phy == phy_offset:
+                return True
+            if phy < phy_offset or prev >= nxt:
+                return False
+            nxt = prev
+        return False
 
     def mark_seen(self, phy_offset: int) -> None:
         self.end_phy_offset = phy_offset
@@ -197,6 +241,8 @@ class IndexService:
         self.index_num = index_num
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
+        # hashCode of "topic#" per topic: keys are hashed as a continuation of it.
+        self._prefix_hashes: dict[str, int] = {}
 
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -230,6 +276,9 @@ class IndexService:
             return self.files[-1].end_phy_offset if self.files else -1
 
     def _writable(self) -> IndexFile:
+        files = self.files
+        if files and files[-1].index_count < self.index_num:
+            return files[-1]
         with self.lock:
             if self.files and not self.files[-1].is_full():
                 return self.files[-1]
@@ -258,21 +307,32 @@ class IndexService:
         keys: str | None,
     ) -> None:
         f = self._writable()
-        if phy_offset <= f.end_phy_offset and f.index_count > 1:
+        if phy_offset < f.end_phy_offset and f.index_count > 1:
             return
+        # The record seen last comes again after a restart. Each key moves the header's end
+        # offset to it, so a crash between two of its keys left the others out: add only those.
+        again = phy_offset == f.end_phy_offset and f.index_count > 1
         if SysFlag.transaction_value(sys_flag) == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             f.mark_seen(phy_offset)
             return
+        prefix_hash = self._prefix_hashes.get(topic)
+        if prefix_hash is None:
+            if len(self._prefix_hashes) > 65536:
+                self._prefix_hashes.clear()
+            prefix_hash = self._prefix_hashes[topic] = java_string_hash(topic + "#")
         wanted: list[str] = []
         if uniq_key:
             wanted.append(uniq_key)
         if keys:
             wanted.extend(k for k in keys.split(KEY_SEPARATOR) if k)
         for k in wanted:
-            full_key = f"{topic}#{k}"
-            if not f.put_key(full_key, phy_offset, store_timestamp):
+            h = java_string_hash_concat(prefix_hash, k)
+            key_hash = 0 if h == -(1 << 31) else abs(h)
+            if again and f.has_entry(key_hash, phy_offset):
+                continue
+            if not f.put_key(key_hash, phy_offset, store_timestamp):
                 f = self._writable()
-                f.put_key(full_key, phy_offset, store_timestamp)
+                f.put_key(key_hash, phy_offset, store_timestamp)
         if f.end_phy_offset != phy_offset:
             f.mark_seen(phy_offset)
 

@@ -34,6 +34,9 @@ class MappedFileQueue:
         self.flushed_where = 0
         # The next segment, created ahead of time by the prefault thread (not yet in files).
         self._prepared: MappedFile | None = None
+        # Held while a segment is being created, so the appender and the prefault thread never
+        # create the same one twice.
+        self._prepare_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -123,20 +126,21 @@ class MappedFileQueue:
         return self._create(start)
 
     def _create(self, start: int) -> MappedFile:
-        with self.lock:
-            if self.files and self.files[-1].file_from_offset >= start:
-                return self.files[-1]
-            prepared, self._prepared = self._prepared, None
+        with self._prepare_lock:
+            with self.lock:
+                if self.files and self.files[-1].file_from_offset >= start:
+                    return self.files[-1]
+                prepared, self._prepared = self._prepared, None
             if prepared is not None and prepared.file_from_offset == start:
                 mf = prepared
             else:
                 if prepared is not None:
                     prepared.destroy()
                 self.directory.mkdir(parents=True, exist_ok=True)
-                mf = MappedFile.create(
-                    self.directory / offset_file_name(start), start, self.file_size
-                )
-            self.files.append(mf)
+                path = self.directory / offset_file_name(start)
+                mf = MappedFile.create(path, start, self.file_size)
+            with self.lock:
+                self.files.append(mf)
         return mf
 
     def prepare_next(self, when_free_below: int) -> None:
@@ -147,16 +151,16 @@ class MappedFileQueue:
         last = self.last()
         if last is None or last.free_space >= when_free_below or self._prepared is not None:
             return
-        start = last.file_end_offset
-        try:
-            mf = MappedFile.create(self.directory / offset_file_name(start), start, self.file_size)
-        except (OSError, FileExistsError):
-            return
-        with self.lock:
-            if self._prepared is None and self.last() is last:
-                self._prepared = mf
+        with self._prepare_lock:
+            if self._prepared is not None or self.last() is not last:
                 return
-        mf.destroy()
+            start = last.file_end_offset
+            try:
+                self._prepared = MappedFile.create(
+                    self.directory / offset_file_name(start), start, self.file_size
+                )
+            except OSError as exc:
+                log.warning("cannot prepare the next segment: %s", exc)
 
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
         """The byte ranges the next ``window`` bytes of appends will touch."""

@@ -120,6 +120,7 @@ class MessageStore:
             self.commitlog,
             self._sync_flush,
             self.config.flush_interval_commit_log,
+            self.config.sync_flush_timeout,
             self._on_commitlog_flushed,
         )
         self.flush_service.start()
@@ -127,6 +128,7 @@ class MessageStore:
             [
                 ("flush-logics", self.config.flush_interval_consume_queue, self.flush_logics),
                 ("disk-check", 1000, self.check_disk),
+                ("flush-timeouts", 100, self.flush_service.expire),
                 ("retention", self.config.clean_resource_interval, self.run_retention),
             ]
         )
@@ -150,11 +152,19 @@ class MessageStore:
             self.housekeeping.stop()
         if self.flush_service is not None:
             self.flush_service.stop()
-        self.reput.pump()
+        try:
+            self.reput.pump()
+            caught_up = True
+        except OSError as exc:
+            # No room for a consume-queue or index file: the records are safe in the CommitLog,
+            # so close anyway and keep the abort marker, letting the next open re-dispatch them.
+            log.error("closing with dispatch behind the commitlog: %s", exc)
+            caught_up = False
         self.commitlog.flush()
         self.flush_logics()
         self._close_files()
-        (self.root / ABORT_FILE).unlink(missing_ok=True)
+        if caught_up:
+            (self.root / ABORT_FILE).unlink(missing_ok=True)
         self._unlock_directory()
 
     def _close_files(self) -> None:
@@ -324,11 +334,7 @@ class MessageStore:
             and msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false"
         ):
             fut = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
-            try:
-                async with asyncio.timeout(self.config.sync_flush_timeout / 1000):
-                    durable = await fut
-            except TimeoutError:
-                durable = False
+            durable = await fut
             if not durable:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.detail = "the message was written but not flushed in time"
@@ -437,26 +443,30 @@ class MessageStore:
         """
         if not self.config.message_index_enable:
             return QueryResult([], 0, 0)
-        offsets, ts, phy = self.index.query(
-            topic, key, max_num * 2 + 8, begin_timestamp, end_timestamp
-        )
-        messages: list[bytes] = []
-        seen: set[int] = set()
-        for off in offsets:
-            if off in seen or len(messages) >= max_num:
-                continue
-            seen.add(off)
-            raw = self.commitlog.read_record(off)
-            if raw is None:
-                continue
-            try:
-                info = decode_record_info(raw, 0, len(raw), check_crc=False)
-            except RecordError:
-                continue
-            keys = (info.keys or "").split(KEY_SEPARATOR)
-            if info.topic == topic and (key == info.uniq_key or key in keys):
-                messages.append(raw)
-        return QueryResult(messages, ts, phy)
+        limit = max_num * 2 + 8
+        while True:
+            offsets, ts, phy = self.index.query(topic, key, limit, begin_timestamp, end_timestamp)
+            messages: list[bytes] = []
+            seen: set[int] = set()
+            for off in offsets:
+                if off in seen or len(messages) >= max_num:
+                    continue
+                seen.add(off)
+                raw = self.commitlog.read_record(off)
+                if raw is None:
+                    continue
+                try:
+                    info = decode_record_info(raw, 0, len(raw), check_crc=False)
+                except RecordError:
+                    continue
+                keys = (info.keys or "").split(KEY_SEPARATOR)
+                if info.topic == topic and (key == info.uniq_key or key in keys):
+                    messages.append(raw)
+            # Entries of other keys with the same hash can fill the answer: ask the index for
+            # more until enough records match or it has nothing more to give.
+            if len(messages) >= max_num or len(offsets) < limit:
+                return QueryResult(messages, ts, phy)
+            limit *= 4
 
     # ------------------------------------------------------------------ offsets
 

@@ -1,0 +1,104 @@
+"""Helpers shared by the store tests: tiny segment sizes so that files roll, puts run through
+asyncio.run, and a fake clock for the CommitLog's store timestamps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pocketmq.protocol.message import MessageExt
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore
+from pocketmq.store.results import GetStatus, PutResult
+
+SMALL: dict[str, Any] = {
+    "mapped_file_size_commit_log": 4096,
+    "mapped_file_size_consume_queue": 200,  # 10 units per file
+    "max_hash_slot_num": 16,
+    "max_index_num": 64,
+    "max_message_size": 2000,
+    # Retention only runs when a test calls it.
+    "clean_resource_interval": 3_600_000,
+}
+
+
+# open_small(**config changes) -> an open store (the conftest fixture).
+StoreFactory = Callable[..., MessageStore]
+
+
+def small_config(root: Path, **changes: Any) -> StoreConfig:
+    return StoreConfig(store_path_root_dir=root, **{**SMALL, **changes})
+
+
+def open_store(config: StoreConfig) -> MessageStore:
+    store = MessageStore(config)
+    # The housekeeping thread checks the disk every second; keep the real disk out of it.
+    store.disk_usage = lambda _path: (10, 100)
+    store.open()
+    return store
+
+
+def segment_paths(root: Path) -> list[Path]:
+    """The CommitLog segments holding data, oldest first.
+
+    While a store is open, its prefault thread may already have created the next segment; that
+    one is all zeros (never written) and is left out.
+    """
+    paths = sorted((root / "commitlog").iterdir())
+    if len(paths) > 1 and paths[-1].read_bytes().count(0) == paths[-1].stat().st_size:
+        paths.pop()
+    return paths
+
+
+def msg(
+    topic: str = "T",
+    body: bytes = b"body",
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: str | None = None,
+    **fields: Any,
+) -> MessageExt:
+    props: dict[str, str] = dict(fields.pop("properties", {}))
+    if tags is not None:
+        props["TAGS"] = tags
+    if keys is not None:
+        props["KEYS"] = keys
+    return MessageExt(topic=topic, body=body, queue_id=queue_id, properties=props, **fields)
+
+
+def put(store: MessageStore, message: MessageExt) -> PutResult:
+    return asyncio.run(store.put_message(message))
+
+
+def put_batch(store: MessageStore, messages: list[MessageExt]) -> PutResult:
+    return asyncio.run(store.put_messages(messages))
+
+
+def put_ok(store: MessageStore, message: MessageExt) -> PutResult:
+    result = put(store, message)
+    assert result.ok, result
+    return result
+
+
+def read_queue(store: MessageStore, topic: str, queue_id: int, start: int = 0) -> list[bytes]:
+    """Every record of a queue from start on, following next_begin_offset."""
+    out: list[bytes] = []
+    offset = start
+    while True:
+        got = store.get_message(topic, queue_id, offset, 1000)
+        if got.status is not GetStatus.FOUND:
+            return out
+        out.extend(got.messages)
+        offset = got.next_begin_offset
+
+
+class FakeClock:
+    """Stands in for the CommitLog's ``time`` module, so tests choose store timestamps."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def time_ns(self) -> int:
+        return self.now_ms * 1_000_000
