@@ -199,3 +199,15 @@ def test_read_properties_handles_java_syntax(tmp_path: Path) -> None:
     assert props["brokerName"] == "broker-b"
     assert props["namesrvAddr"] == "127.0.0.1:9876;127.0.0.2:9876"
     assert StoreConfig.from_properties(props).delay_levels_ms == (1000, 5000)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"store_path_root_dir": Path("")}, "store_path_root_dir"),
+        ({"file_reserved_time": -1}, "file_reserved_time"),
+    ],
+)
+def test_unusable_paths_and_retention_are_refused(changes: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        StoreConfig(**changes)  # type: ignore[arg-type]

@@ -339,8 +339,11 @@ def encode_record(msg: MessageExt, properties: bytes | None = None) -> bytearray
     Raises:
         ProtocolError: topic or properties too long for the format.
     """
-    props = encode_properties(msg.properties).encode() if properties is None else properties
-    topic = msg.topic.encode()
+    try:
+        props = encode_properties(msg.properties).encode() if properties is None else properties
+        topic = msg.topic.encode()
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"topic and properties must be valid Unicode: {exc}") from exc
     if len(props) > MAX_PROPERTIES_LENGTH:
         raise ProtocolError(f"properties are {len(props)} bytes, at most 32767 fit a record")
     if not topic or len(topic) > MAX_TOPIC_LENGTH:

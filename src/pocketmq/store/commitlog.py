@@ -156,7 +156,10 @@ class CommitLog:
                 f"{self.config.max_message_size}",
             )
         props = msg.properties
-        props_bytes = encode_properties(props).encode()
+        try:
+            props_bytes = encode_properties(props).encode()
+        except UnicodeEncodeError:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="properties are not valid Unicode")
         if len(props_bytes) > MAX_PROPERTIES_LENGTH:
             return PutResult(
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
@@ -164,6 +167,8 @@ class CommitLog:
             )
         try:
             topic_field, magic = self._topic_prefix(msg.topic)
+        except UnicodeEncodeError:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="topic is not valid Unicode")
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=str(exc))
         born = _host_bytes(msg.born_host)

@@ -106,6 +106,10 @@ class StoreConfig:
             "max_transfer_count_on_message_in_memory",
         ):
             positive(name)
+        if str(self.store_path_root_dir) in ("", "."):
+            raise ConfigError("store_path_root_dir must name a directory")
+        if self.file_reserved_time < 0:
+            raise ConfigError(f"file_reserved_time must be >= 0, got {self.file_reserved_time}")
         if self.mapped_file_size_commit_log < 4096:
             raise ConfigError("mapped_file_size_commit_log must be at least 4096 bytes")
         if self.mapped_file_size_consume_queue % 20:

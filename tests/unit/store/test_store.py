@@ -515,3 +515,24 @@ def test_sync_flush_put_returns_once_durable(open_small: StoreFactory) -> None:
     assert result.status is PutStatus.PUT_OK
     assert store.commitlog.mfq.flushed_where >= result.next_offset
     assert put_batch(store, [msg(), msg()]).status is PutStatus.PUT_OK
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail"),
+    [
+        ({"topic": "T\udc80"}, "topic is not valid Unicode"),
+        ({"properties": {"k": "\udc80"}}, "properties are not valid Unicode"),
+        ({"topic": ""}, "topic must be 1.."),
+    ],
+)
+def test_unencodable_or_empty_names_are_illegal(
+    open_small: StoreFactory, changes: dict[str, object], detail: str
+) -> None:
+    store = open_small()
+    message = msg()
+    for name, value in changes.items():
+        setattr(message, name, value)
+    result = put(store, message)
+    assert result.status is PutStatus.MESSAGE_ILLEGAL
+    assert detail in result.detail
+    assert store.max_phy_offset() == 0
