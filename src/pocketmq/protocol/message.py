@@ -29,6 +29,7 @@ Properties are ``name \\x01 value \\x02`` repeated, as MessageDecoder.messagePro
 from __future__ import annotations
 
 import ipaddress
+import mmap
 import operator
 import socket
 import struct
@@ -37,6 +38,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pocketmq.errors import ProtocolError
+
+# Anything records are decoded from: bytes, or a mapped segment.
+ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
 MESSAGE_MAGIC_CODE_V2: Final = 0xDAA320AB
@@ -145,7 +149,7 @@ def java_string_hash(s: str) -> int:
         codes = struct.unpack(f">{len(raw) // 2}H", raw)
     if len(codes) <= _MAX_POW:
         # map() keeps the per-character work in C: this runs for every indexed key.
-        h = sum(map(operator.mul, codes, _POWERS_DESC[_MAX_POW - len(codes) :])) & _MASK32
+        h: int = sum(map(operator.mul, codes, _POWERS_DESC[_MAX_POW - len(codes) :])) & _MASK32
     else:
         h = 0
         for c in codes:
@@ -196,7 +200,7 @@ def host_to_bytes(host: Host) -> bytes:
     return ipaddress.ip_address(ip).packed + port.to_bytes(4, "big")
 
 
-def host_from_bytes(raw: bytes | memoryview) -> Host:
+def host_from_bytes(raw: ReadableBuffer) -> Host:
     addr = bytes(raw[:-4])
     port = int.from_bytes(raw[-4:], "big")
     family = socket.AF_INET if len(addr) == 4 else socket.AF_INET6
@@ -405,13 +409,13 @@ class RecordError(ProtocolError):
     """A record does not decode; detail says why."""
 
 
-def peek_record_size(buf: bytes | memoryview | bytearray, pos: int) -> tuple[int, int]:
+def peek_record_size(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     """Return (total size, magic code) of the record at pos, without validating it."""
     return _I32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
 
 
 def decode_record_info(
-    buf: bytes | memoryview | bytearray, pos: int, limit: int, check_crc: bool
+    buf: ReadableBuffer, pos: int, limit: int, check_crc: bool
 ) -> RecordInfo:
     """Decode the record starting at buf[pos], which must end by limit.
 
@@ -497,7 +501,7 @@ def decode_record_info(
 
 
 def decode_message(
-    buf: bytes | memoryview | bytearray, pos: int = 0, check_crc: bool = False
+    buf: ReadableBuffer, pos: int = 0, check_crc: bool = False
 ) -> MessageExt:
     """Decode a whole record into a MessageExt (MessageDecoder.decode).
 

@@ -23,6 +23,12 @@ _FIELDS = struct.Struct(">qqqqq")
 
 
 class StoreCheckpoint:
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    master_flushed_offset: int
+    confirm_phy_offset: int
+
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)

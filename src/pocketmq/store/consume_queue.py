@@ -89,7 +89,8 @@ class ConsumeQueue:
         if pos + CQ_UNIT_SIZE > mf.wrote_position:
             return None
         try:
-            return _UNIT.unpack_from(mf.mm, pos)  # type: ignore[return-value]
+            phy, size, tags = _UNIT.unpack_from(mf.mm, pos)
+            return phy, size, tags
         except ValueError:
             return None
 

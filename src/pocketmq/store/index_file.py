@@ -50,6 +50,13 @@ def index_key_hash(key: str) -> int:
 
 
 class IndexFile:
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
     def __init__(self, mf: MappedFile, slot_num: int, index_num: int) -> None:
         self.mf = mf
         self.slot_num = slot_num

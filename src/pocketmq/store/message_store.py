@@ -129,7 +129,7 @@ class MessageStore:
                 ("flush-logics", self.config.flush_interval_consume_queue, self.flush_logics),
                 ("disk-check", 1000, self.check_disk),
                 ("flush-timeouts", 100, self.flush_service.expire),
-                ("retention", self.config.clean_resource_interval, self.run_retention),
+                ("retention", self.config.clean_resource_interval, self._retention_task),
             ]
         )
         self.housekeeping.start()
@@ -568,6 +568,9 @@ class MessageStore:
             else:
                 log.warning("disk %.1f%% used: accepting writes again", ratio)
             self.disk_full = full
+
+    def _retention_task(self) -> None:
+        self.run_retention()
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Delete expired CommitLog files (CleanCommitLogService), then the consume-queue and
