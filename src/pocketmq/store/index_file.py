@@ -76,24 +76,30 @@ class IndexFile:
         self._undo_torn_insert()
 
     def _undo_torn_insert(self) -> None:
-        """Undo an insert cut short by a crash: put_key writes the entry, then the slot, then
-        the header, so a kill in between leaves entry number index_count written (and maybe its
-        slot pointing at it) while the header does not count it. Left alone, re-adding a key
-        of that slot would chain the new entry to itself."""
+        """Undo inserts the header does not count. put_key writes the entry, then the slot,
+        then the header, so a crash in between leaves entry number index_count written (and
+        maybe its slot pointing at it); left alone, re-adding a key of that slot would chain
+        the new entry to itself. Newest first, each such entry is its slot's head."""
         count = self.index_count
-        if count >= self.index_num:
-            return
         mm = self.mf.mm
-        entry_pos = self._entries_start + count * INDEX_ENTRY_SIZE
-        key_hash, _, _, prev = _ENTRY.unpack_from(mm, entry_pos)
-        if not any(mm[entry_pos : entry_pos + INDEX_ENTRY_SIZE]):
-            return
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
-        if _SLOT.unpack_from(mm, slot_pos)[0] == count:
-            _SLOT.pack_into(mm, slot_pos, prev if 0 < prev < count else 0)
-        mm[entry_pos : entry_pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
-        self.dirty = True
-        log.warning("index %s: undid an insert cut short at entry %d", self.name, count)
+        end = count
+        while end < self.index_num:
+            pos = self._entries_start + end * INDEX_ENTRY_SIZE
+            if not any(mm[pos : pos + INDEX_ENTRY_SIZE]):
+                break
+            end += 1
+        for n in range(end - 1, count - 1, -1):
+            pos = self._entries_start + n * INDEX_ENTRY_SIZE
+            key_hash, _, _, prev = _ENTRY.unpack_from(mm, pos)
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+            if _SLOT.unpack_from(mm, slot_pos)[0] == n:
+                _SLOT.pack_into(mm, slot_pos, prev if 0 < prev < n else 0)
+            mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
+        if end > count:
+            self.dirty = True
+            log.warning(
+                "index %s: undid %d inserts cut short from entry %d", self.name, end - count, count
+            )
 
     @staticmethod
     def file_size(slot_num: int, index_num: int) -> int:
@@ -127,7 +133,7 @@ class IndexFile:
         mm = self.mf.mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
         slot_value = _SLOT.unpack_from(mm, slot_pos)[0]
-        if slot_value <= 0 or slot_value > count:
+        if slot_value <= 0 or slot_value >= count:
             slot_value = 0
         begin = self.begin_timestamp
         time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), 2147483647)
@@ -215,7 +221,7 @@ class IndexFile:
         key_hash = index_key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
         nxt = _SLOT.unpack_from(mm, slot_pos)[0]
-        if nxt <= 0 or nxt > self.index_count:
+        if nxt <= 0 or nxt >= self.index_count:
             return
         # Each hop goes to an older entry; the bound stops a corrupted chain from looping.
         for _ in range(self.index_count):
