@@ -414,9 +414,7 @@ def peek_record_size(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     return _I32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
 
 
-def decode_record_info(
-    buf: ReadableBuffer, pos: int, limit: int, check_crc: bool
-) -> RecordInfo:
+def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: bool) -> RecordInfo:
     """Decode the record starting at buf[pos], which must end by limit.
 
     Mirrors CommitLog.checkMessageAndReturnSize: magic, length consistency and (optionally)
@@ -500,9 +498,7 @@ def decode_record_info(
     )
 
 
-def decode_message(
-    buf: ReadableBuffer, pos: int = 0, check_crc: bool = False
-) -> MessageExt:
+def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> MessageExt:
     """Decode a whole record into a MessageExt (MessageDecoder.decode).
 
     Raises:

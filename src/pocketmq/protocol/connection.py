@@ -1,0 +1,86 @@
+"""RemotingConnection: the sans-IO side of one remoting connection. No I/O here.
+
+Bytes go in with ``receive_data``; ``next_command`` returns decoded commands one at a time, or
+``NEED_DATA``. ``send`` turns a command into bytes for the transport. Requests get fresh
+``opaque`` values from ``next_opaque``. A frame that breaks the protocol (a negative or absurd
+length, a malformed header) raises RemoteProtocolError; after that the stream cannot be
+resynchronized and the connection is dead: every later call raises again.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Final
+
+from pocketmq.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, RemotingCommand, decode_frame
+
+
+class _Sentinel(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+
+
+NEED_DATA: Final = _Sentinel.NEED_DATA
+
+# A request also needs its header length and a header: nothing smaller is a frame.
+_MIN_FRAME = 4
+
+
+class RemotingConnection:
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._error: RemoteProtocolError | None = None
+        self._opaques = itertools.count(1)
+
+    def next_opaque(self) -> int:
+        # Java ints wrap; keep opaques positive 31-bit so every peer parses them.
+        return next(self._opaques) & 0x7FFFFFFF
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        if self._error is not None:
+            raise self._error
+        self._buffer += data
+
+    def next_command(self) -> RemotingCommand | _Sentinel:
+        """The next complete command, or NEED_DATA.
+
+        Raises:
+            RemoteProtocolError: the peer broke the protocol (sticky).
+        """
+        if self._error is not None:
+            raise self._error
+        buf = self._buffer
+        if len(buf) < 4:
+            return NEED_DATA
+        length = int.from_bytes(buf[:4], "big", signed=True)
+        if length < _MIN_FRAME or length > self.max_frame:
+            self._error = RemoteProtocolError(
+                f"frame length {length} is outside 4..{self.max_frame} bytes"
+            )
+            raise self._error
+        if len(buf) < 4 + length:
+            return NEED_DATA
+        frame = bytes(buf[4 : 4 + length])
+        del buf[: 4 + length]
+        try:
+            return decode_frame(frame)
+        except RemoteProtocolError as exc:
+            self._error = exc
+            raise
+
+    def send(self, cmd: RemotingCommand) -> bytes:
+        """Bytes to write for cmd.
+
+        Raises:
+            LocalProtocolError: cmd cannot be encoded or is larger than max_frame.
+        """
+        data = cmd.encode()
+        if len(data) - 4 > self.max_frame:
+            raise LocalProtocolError(f"frame of {len(data)} bytes exceeds {self.max_frame}")
+        return data
