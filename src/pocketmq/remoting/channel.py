@@ -1,0 +1,200 @@
+"""RemotingChannel: an asyncio protocol around one RemotingConnection, for both ends.
+
+Either side can send requests and answer them: clients call brokers, and brokers call clients
+back (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO).
+Responses are matched to requests by ``opaque``; requests that arrive go to a handler which
+returns a response, None (nothing to send), or an awaitable of either. A handler that raises is
+answered with SYSTEM_ERROR and the same opaque; a request code nobody handles is answered with
+REQUEST_CODE_NOT_SUPPORTED by the dispatcher. A frame that breaks the protocol closes the
+connection, after which every pending request fails with ConnectionError.
+
+Reading pauses while the transport's write buffer is above its high-water mark, so a peer that
+stops reading cannot make us buffer without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pocketmq.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
+from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, FLAG_ONEWAY, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+RequestHandler = Callable[["RemotingChannel", RemotingCommand], HandlerResult]
+
+
+class RemotingChannel(asyncio.Protocol):
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        on_close: Callable[[RemotingChannel], None] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.on_close = on_close
+        self.conn = RemotingConnection(max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.closed = asyncio.get_running_loop().create_future()
+        # Monotonic time of the last frame read or written: idle connections are closed.
+        self.last_active = time.monotonic()
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Free-form per-connection state for the server (client id, groups, ...).
+        self.attributes: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            self.conn.receive_data(data)
+            while (cmd := self.conn.next_command()) is not NEED_DATA:
+                assert isinstance(cmd, RemotingCommand)
+                if cmd.is_response:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                else:
+                    self._handle(cmd)
+        except RemoteProtocolError as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        err = ConnectionError(f"connection to {self.peer} closed")
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    # ------------------------------------------------------------------ requests in
+
+    def _handle(self, cmd: RemotingCommand) -> None:
+        if self.handler is None:
+            self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no handler here"))
+            return
+        try:
+            result = self.handler(self, cmd)
+        except Exception as exc:  # a request boundary: answer, keep serving
+            self._fail(cmd, exc)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(self._finish(cmd, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif result is not None:
+            self.send(result)
+
+    async def _finish(
+        self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]
+    ) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a request boundary
+            self._fail(cmd, exc)
+            return
+        if response is not None:
+            self.send(response)
+
+    def _fail(self, cmd: RemotingCommand, exc: Exception) -> None:
+        log.exception("request code %d from %s failed", cmd.code, self.peer, exc_info=exc)
+        if not cmd.is_oneway:
+            self.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    # ------------------------------------------------------------------ out
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a command; dropped (with a log line) if the connection is already closed."""
+        if not self.is_open:
+            return
+        assert self.transport is not None
+        try:
+            data = self.conn.send(cmd)
+        except LocalProtocolError as exc:
+            log.error("cannot send code %d to %s: %s", cmd.code, self.peer, exc)
+            if cmd.is_response:
+                self.transport.write(
+                    self.conn.send(
+                        RemotingCommand(
+                            code=ResponseCode.SYSTEM_ERROR,
+                            opaque=cmd.opaque,
+                            flag=cmd.flag,
+                            remark=str(exc),
+                            serialize_type=cmd.serialize_type,
+                        )
+                    )
+                )
+            return
+        self.last_active = time.monotonic()
+        self.transport.write(data)
+
+    async def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and wait for its response.
+
+        Raises:
+            ConnectionError: the connection is closed or closes before the answer.
+            TimeoutError: no answer within timeout_s (the connection stays open).
+        """
+        if not self.is_open:
+            raise ConnectionError(f"connection to {self.peer} is closed")
+        cmd.opaque = self.conn.next_opaque()
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = self.conn.next_opaque()
+        cmd.flag |= FLAG_ONEWAY
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.closed

@@ -1,0 +1,89 @@
+"""RemotingServer: accepts connections and routes requests by code (NettyRemotingServer).
+
+Connections idle for longer than ``idle_timeout_s`` (RocketMQ: 120 s) are closed; clients
+heartbeat far more often than that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting.channel import HandlerResult, RemotingChannel, RequestHandler
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Routes a request to the handler registered for its code."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[int, RequestHandler] = {}
+
+    def register(self, code: int, handler: RequestHandler) -> None:
+        self.handlers[int(code)] = handler
+
+    def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {cmd.code} not supported",
+            )
+        return handler(channel, cmd)
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        handler: RequestHandler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        idle_timeout_s: float = 120.0,
+    ) -> None:
+        self.handler = handler
+        self.host = host
+        self.port = port
+        self.idle_timeout_s = idle_timeout_s
+        self.channels: set[RemotingChannel] = set()
+        self._server: asyncio.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    def _new_channel(self) -> RemotingChannel:
+        channel = RemotingChannel(self.handler, on_close=self.channels.discard)
+        self.channels.add(channel)
+        return channel
+
+    async def start(self) -> int:
+        """Listen; returns the bound port (useful with port 0)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_channel, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._reaper = asyncio.create_task(self._reap_idle())
+        return self.port
+
+    async def _reap_idle(self) -> None:
+        interval = min(10.0, self.idle_timeout_s / 2)
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - self.idle_timeout_s
+            for channel in list(self.channels):
+                if channel.last_active < deadline:
+                    log.info("closing idle connection from %s", channel.peer)
+                    channel.close()
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        if self._server is not None:
+            self._server.close()
+        await asyncio.gather(*(c.aclose() for c in list(self.channels)), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
