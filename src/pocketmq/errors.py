@@ -45,3 +45,12 @@ class CorruptRecordError(StoreError):
 
 class StoreWriteError(StoreError):
     """A write to the store failed. Sticky: after one, every later append fails fast."""
+
+
+class RequestError(PocketMQError):
+    """A request cannot be served as sent; becomes a response with this code and remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark

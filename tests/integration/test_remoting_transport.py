@@ -9,6 +9,7 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+import uvloop
 
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -23,7 +24,9 @@ CALL_BACK = 9004
 
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
+    """Run the scenario on asyncio's loop and on uvloop (which the servers use)."""
     asyncio.run(asyncio.wait_for(coro_fn(), 30))
+    uvloop.run(asyncio.wait_for(coro_fn(), 30))
 
 
 class Harness:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from pocketmq import __version__
+from pocketmq.cli.servers import namesrv
 from pocketmq.cli.store_cmd import store
 
 T = TypeVar("T")
@@ -34,6 +35,7 @@ def cli(verbose: int) -> None:
 
 
 cli.add_command(store)
+cli.add_command(namesrv)
 
 
 def main() -> None:

@@ -20,9 +20,9 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
-from pocketmq.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
 from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, FLAG_ONEWAY, RemotingCommand
@@ -57,8 +57,10 @@ class RemotingChannel(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        if self.transport is transport:
+            return
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -129,6 +131,10 @@ class RemotingChannel(asyncio.Protocol):
             self.send(response)
 
     def _fail(self, cmd: RemotingCommand, exc: Exception) -> None:
+        if isinstance(exc, RequestError):
+            if not cmd.is_oneway:
+                self.send(cmd.response(exc.code, exc.remark))
+            return
         log.exception("request code %d from %s failed", cmd.code, self.peer, exc_info=exc)
         if not cmd.is_oneway:
             self.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))

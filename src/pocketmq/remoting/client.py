@@ -48,11 +48,13 @@ class RemotingClient:
             loop = asyncio.get_running_loop()
             try:
                 async with asyncio.timeout(self.connect_timeout_s):
-                    _, protocol = await loop.create_connection(
+                    transport, protocol = await loop.create_connection(
                         lambda: RemotingChannel(self.handler), host, port
                     )
             except (OSError, TimeoutError) as exc:
                 raise ConnectionError(f"cannot connect to {addr}: {exc}") from exc
+            # uvloop calls connection_made on its next iteration, after this returns.
+            protocol.connection_made(transport)
             self._channels[addr] = protocol
             return protocol
 

@@ -1,0 +1,1 @@
+"""The NameServer: broker registry and topic routes."""

@@ -1,0 +1,51 @@
+"""Start pocketmq server roles as real subprocesses on 127.0.0.1 with free ports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class ServerProcess:
+    """``python -m pocketmq.cli ROLE --listen 127.0.0.1:0 --ready-file F ...``"""
+
+    def __init__(self, role: str, workdir: Path, *args: str) -> None:
+        self.ready_file = workdir / f"{role}.ready"
+        self.log_path = workdir / f"{role}.log"
+        self.ready_file.unlink(missing_ok=True)
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pocketmq.cli", role, "--listen", "127.0.0.1:0",
+             "--ready-file", str(self.ready_file), *args],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
+            env={**os.environ, "HOME": str(workdir)},
+        )  # fmt: skip
+        self.port = self._wait_ready(30)
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def _wait_ready(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.ready_file.exists():
+                return int(self.ready_file.read_text())
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.proc.kill()
+        raise AssertionError(f"server did not become ready:\n{self.log_path.read_text()}")
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+            return self.proc.wait(20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._log.close()
