@@ -2,36 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 class ServerProcess:
-    """``python -m pocketmq.cli ROLE --listen 127.0.0.1:0 --ready-file F ...``"""
+    """``python -m pocketmq.cli ROLE --listen 127.0.0.1:0 --ready-file F ...``; for ``serve``,
+    pass ``listen=False`` and the port options: the ready file then holds JSON ports."""
 
-    def __init__(self, role: str, workdir: Path, *args: str) -> None:
+    def __init__(self, role: str, workdir: Path, *args: str, listen: bool = True) -> None:
         self.ready_file = workdir / f"{role}.ready"
         self.log_path = workdir / f"{role}.log"
         self.ready_file.unlink(missing_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pocketmq.cli", role, "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", "pocketmq.cli", role,
+             *(["--listen", "127.0.0.1:0"] if listen else []),
              "--ready-file", str(self.ready_file), *args],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
             env={**os.environ, "HOME": str(workdir)},
         )  # fmt: skip
-        self.port = self._wait_ready(30)
+        self.ready = self._wait_ready(30)
+        self.port = self.ready if isinstance(self.ready, int) else 0
         self.addr = f"127.0.0.1:{self.port}"
 
-    def _wait_ready(self, timeout_s: float) -> int:
+    def _wait_ready(self, timeout_s: float) -> Any:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.ready_file.exists():
-                return int(self.ready_file.read_text())
+                return json.loads(self.ready_file.read_text())
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)

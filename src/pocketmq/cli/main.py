@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from pocketmq import __version__
-from pocketmq.cli.servers import namesrv
+from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 
 T = TypeVar("T")
@@ -36,6 +36,8 @@ def cli(verbose: int) -> None:
 
 cli.add_command(store)
 cli.add_command(namesrv)
+cli.add_command(broker)
+cli.add_command(serve)
 
 
 def main() -> None:

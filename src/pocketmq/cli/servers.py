@@ -1,15 +1,21 @@
-"""``pocketmq namesrv``: run server roles in the foreground until SIGTERM or SIGINT."""
+"""``pocketmq namesrv | broker | serve``: run server roles in the foreground until SIGTERM or
+SIGINT, then stop cleanly (the store is flushed and its abort marker removed)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import click
 
-from pocketmq.errors import PocketMQError
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.conf import read_properties
+from pocketmq.errors import PocketMQError, StoreError
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
 
 
@@ -20,10 +26,10 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def write_ready_file(path: Path, port: int) -> None:
-    """Write the bound port atomically, so a waiting test never reads half a file."""
+def write_ready_file(path: Path, content: str) -> None:
+    """Write atomically, so a waiting test never reads half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n")
+    tmp.write_text(content + "\n")
     os.replace(tmp, path)
 
 
@@ -73,10 +79,150 @@ def namesrv(conf: Path | None, listen: str | None, ready_file: Path | None) -> N
             ) from exc
         click.echo(f"pocketmq name server listening on {config.listen_host}:{port}")
         if ready_file is not None:
-            write_ready_file(ready_file, port)
+            write_ready_file(ready_file, str(port))
         try:
             await stop.wait()
         finally:
             await server.stop()
 
     run_async(serve())
+
+
+def _broker_config(
+    conf: Path | None, store_dir: Path | None, listen: str | None, namesrv_addr: str | None
+) -> BrokerConfig:
+    overrides: dict[str, Any] = {}
+    store_overrides: dict[str, Any] = {}
+    if listen is not None:
+        overrides["listen_host"], overrides["listen_port"] = parse_listen(listen)
+        overrides["broker_ip1"] = overrides["listen_host"]
+    if namesrv_addr is not None:
+        overrides["namesrv_addr"] = namesrv_addr
+    if store_dir is not None:
+        store_overrides["store_path_root_dir"] = store_dir.resolve()
+    try:
+        props = read_properties(conf) if conf is not None else {}
+        return BrokerConfig.from_properties(props, store_overrides=store_overrides, **overrides)
+    except PocketMQError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+@click.command("broker")
+@click.option(
+    "-c",
+    "--config",
+    "conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="broker.conf with RocketMQ's property names.",
+)
+@click.option(
+    "--store",
+    "store_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Store directory (storePathRootDir).",
+)
+@click.option("--listen", default=None, help="host:port to listen on (port 0 picks a free one).")
+@click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the bound port here once serving.",
+)
+def broker(
+    conf: Path | None,
+    store_dir: Path | None,
+    listen: str | None,
+    namesrv_addr: str | None,
+    ready_file: Path | None,
+) -> None:
+    """Run a broker (default 127.0.0.1:10911, store in ~/store)."""
+    from pocketmq.cli.main import run_async
+
+    config = _broker_config(conf, store_dir, listen, namesrv_addr)
+
+    async def serve() -> None:
+        stop = stop_on_signals()
+        server = Broker(config)
+        try:
+            port = await server.start()
+        except (OSError, StoreError) as exc:
+            raise click.ClickException(f"cannot start the broker: {exc}") from exc
+        click.echo(f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}")
+        if ready_file is not None:
+            write_ready_file(ready_file, str(port))
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    run_async(serve())
+
+
+@click.command("serve")
+@click.option(
+    "-c",
+    "--config",
+    "conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="broker.conf with RocketMQ's property names.",
+)
+@click.option(
+    "--store",
+    "store_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/store"),
+    show_default=True,
+    help="Store directory.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--namesrv-port", type=int, default=9876, show_default=True)
+@click.option("--broker-port", type=int, default=10911, show_default=True)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='Write {"namesrv": port, "broker": port} here once serving.',
+)
+def serve(
+    conf: Path | None,
+    store_dir: Path,
+    host: str,
+    namesrv_port: int,
+    broker_port: int,
+    ready_file: Path | None,
+) -> None:
+    """Run NameServer + broker in one process with an embedded store."""
+    from pocketmq.cli.main import run_async
+
+    async def main() -> None:
+        stop = stop_on_signals()
+        namesrv_server = NameServer(
+            NamesrvConfig(listen_host=host, listen_port=namesrv_port,
+                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
+        )  # fmt: skip
+        try:
+            ns_port = await namesrv_server.start()
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot listen on {host}:{namesrv_port}: {exc.strerror}"
+            ) from exc
+        config = _broker_config(conf, store_dir, f"{host}:{broker_port}", f"{host}:{ns_port}")
+        broker_server = Broker(config)
+        try:
+            b_port = await broker_server.start()
+        except (OSError, StoreError) as exc:
+            await namesrv_server.stop()
+            raise click.ClickException(f"cannot start the broker: {exc}") from exc
+        click.echo(
+            f"pocketmq serving: name server {host}:{ns_port}, broker {host}:{b_port}, "
+            f"store {store_dir}\n"
+            f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port}"
+        )
+        if ready_file is not None:
+            write_ready_file(ready_file, json.dumps({"namesrv": ns_port, "broker": b_port}))
+        try:
+            await stop.wait()
+        finally:
+            await broker_server.stop()
+            await namesrv_server.stop()
+
+    run_async(main())

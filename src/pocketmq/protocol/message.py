@@ -537,3 +537,41 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
         body_crc=crc,
         msg_id=create_offset_msg_id(store_host, info.phy_offset),
     )
+
+
+# --- batch bodies -------------------------------------------------------------------------
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
+
+
+def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """Split a batch send's body (MessageDecoder.encodeMessages) into (flag, body, properties).
+
+    Each message: total size (4) | magic (4) | body CRC (4) | flag (4) | body length (4) | body
+    | properties length (2) | properties.
+
+    Raises:
+        ProtocolError: a message overruns the body or its lengths disagree.
+    """
+    out = []
+    pos = 0
+    while pos < len(data):
+        if pos + _BATCH_HEAD.size > len(data):
+            raise ProtocolError(f"batch message at byte {pos} is truncated")
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(data, pos)
+        p = pos + _BATCH_HEAD.size
+        if body_len < 0 or p + body_len + 2 > len(data):
+            raise ProtocolError(f"batch message at byte {pos}: body overruns the batch")
+        body = data[p : p + body_len]
+        p += body_len
+        props_len = _H16.unpack_from(data, p)[0]
+        p += 2
+        if props_len < 0 or p + props_len > len(data):
+            raise ProtocolError(f"batch message at byte {pos}: properties overrun the batch")
+        props = decode_properties(data[p : p + props_len].decode("utf-8", "replace"))
+        p += props_len
+        if total != p - pos:
+            raise ProtocolError(f"batch message at byte {pos} says {total} bytes, has {p - pos}")
+        out.append((flag, body, props))
+        pos = p
+    return out

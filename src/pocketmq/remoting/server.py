@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
+from collections.abc import Callable
 
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -51,18 +53,28 @@ class RemotingServer:
         self.port = port
         self.idle_timeout_s = idle_timeout_s
         self.channels: set[RemotingChannel] = set()
+        # Told about every connection that closes (the broker drops its consumers).
+        self.on_channel_closed: Callable[[RemotingChannel], None] | None = None
         self._server: asyncio.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
 
     def _new_channel(self) -> RemotingChannel:
-        channel = RemotingChannel(self.handler, on_close=self.channels.discard)
+        channel = RemotingChannel(self.handler, on_close=self._closed)
         self.channels.add(channel)
         return channel
 
-    async def start(self) -> int:
-        """Listen; returns the bound port (useful with port 0)."""
+    def _closed(self, channel: RemotingChannel) -> None:
+        self.channels.discard(channel)
+        if self.on_channel_closed is not None:
+            self.on_channel_closed(channel)
+
+    async def start(self, sock: socket.socket | None = None) -> int:
+        """Listen (on sock when given, already bound); returns the bound port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_channel, self.host, self.port)
+        if sock is not None:
+            self._server = await loop.create_server(self._new_channel, sock=sock)
+        else:
+            self._server = await loop.create_server(self._new_channel, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = asyncio.create_task(self._reap_idle())
         return self.port

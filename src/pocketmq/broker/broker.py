@@ -1,0 +1,173 @@
+"""Broker: the store, the remoting server and the background duties (BrokerController).
+
+Start order: bind the listening socket (so the real port is known), open the store with that
+address as its store host, load topics and offsets, register the handlers, then accept
+connections and register with every NameServer, again every 30 s and at once after a topic
+changes. Stop order is the reverse; the store is closed last, cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.processors import BrokerProcessors
+from pocketmq.broker.pull_hold import PullHold
+from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import Dispatcher, RemotingClient, RemotingServer
+from pocketmq.store import MessageStore
+from pocketmq.store.layout import CONFIG_DIR
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.store: MessageStore
+        self.topics: TopicConfigManager
+        self.offsets: ConsumerOffsetManager
+        self.consumers = ConsumerManager(config.channel_expired_timeout)
+        self.pull_hold = PullHold()
+        self.dispatcher = Dispatcher()
+        self.server: RemotingServer | None = None
+        self.namesrv_client = RemotingClient()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_now = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        return self.config.listen_port
+
+    async def start(self) -> int:
+        sock = socket.create_server((self.config.listen_host, self.config.listen_port))
+        try:
+            self.config = self.config.with_port(sock.getsockname()[1])
+            self.store = MessageStore(self.config.store)
+            await asyncio.to_thread(self.store.open)
+        except BaseException:
+            sock.close()
+            raise
+        config_dir = self.config.store.root / CONFIG_DIR
+        self.topics = TopicConfigManager(
+            config_dir / "topics.json",
+            cluster=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name,
+            auto_create=self.config.auto_create_topic_enable,
+            default_queue_nums=self.config.default_topic_queue_nums,
+        )
+        self.topics.load()
+        self.topics.persist()
+        self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.offsets.load()
+        self.store.on_message_arrived = self.pull_hold.notify
+        BrokerProcessors(self).register(self.dispatcher)
+        self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
+        await self.server.start(sock=sock)
+        self.server.on_channel_closed = self.consumers.on_channel_closed
+        self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
+        self._every(10_000, self._scan_consumers)
+        self._tasks.append(asyncio.create_task(self._register_loop()))
+        log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
+        return self.port
+
+    def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = fn()
+                    if result is not None:
+                        await result
+                except Exception:  # a task boundary: log and keep the duty running
+                    log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+        self._tasks.append(asyncio.create_task(loop()))
+
+    def _persist_offsets(self) -> None:
+        self.offsets.persist()
+
+    def _scan_consumers(self) -> None:
+        self.consumers.scan_expired(int(time.time() * 1000))
+
+    # ------------------------------------------------------------------ NameServer
+
+    def register_soon(self) -> None:
+        self._register_now.set()
+
+    async def _register_loop(self) -> None:
+        while True:
+            await self.register_all()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.register_name_server_period / 1000):
+                    await self._register_now.wait()
+            self._register_now.clear()
+
+    def _register_request(self) -> RemotingCommand:
+        body = json_body.dumps(
+            {"topicConfigSerializeWrapper": self.topics.wrapper(), "filterServerList": []}
+        )
+        return RemotingCommand.request(
+            RequestCode.REGISTER_BROKER,
+            {
+                "brokerName": self.config.broker_name,
+                "brokerAddr": self.config.broker_addr,
+                "clusterName": self.config.broker_cluster_name,
+                "haServerAddr": f"{self.config.broker_ip1}:{self.config.listen_port + 1}",
+                "brokerId": self.config.broker_id,
+                "compressed": False,
+                "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
+            },
+            body,
+        )
+
+    async def register_all(self) -> None:
+        for addr in self.config.namesrv_addrs:
+            try:
+                resp = await self.namesrv_client.invoke(addr, self._register_request(), 3)
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", addr, resp.remark)
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("cannot register with name server %s: %s", addr, exc)
+
+    async def _unregister_all(self) -> None:
+        for addr in self.config.namesrv_addrs:
+            req = RemotingCommand.request(
+                RequestCode.UNREGISTER_BROKER,
+                {
+                    "brokerName": self.config.broker_name,
+                    "brokerAddr": self.config.broker_addr,
+                    "clusterName": self.config.broker_cluster_name,
+                    "brokerId": self.config.broker_id,
+                },
+            )
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                await self.namesrv_client.invoke(addr, req, 3)
+
+    # ------------------------------------------------------------------ stop
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._unregister_all()
+        await self.namesrv_client.close()
+        self.pull_hold.wake_all()
+        if self.server is not None:
+            await self.server.stop()
+        self.offsets.persist()
+        self.topics.persist()
+        await asyncio.to_thread(self.store.close)

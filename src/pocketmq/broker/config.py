@@ -1,0 +1,79 @@
+"""BrokerConfig: the broker's settings, with RocketMQ's names (snake_case) and defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pocketmq.conf import fields_from_properties, read_properties
+from pocketmq.errors import ConfigError
+from pocketmq.store.config import StoreConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    # 0 is the master; slaves have positive ids.
+    broker_id: int = 0
+    # NameServer addresses, ";"-separated; empty: do not register anywhere.
+    namesrv_addr: str = ""
+    # Address announced to clients and written into records and message ids.
+    broker_ip1: str = "127.0.0.1"
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    # Create unknown topics on first send from the TBW102 template.
+    auto_create_topic_enable: bool = True
+    # Create unknown subscription groups on first use.
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 4
+    # Permissions of the broker as a whole: 6 = read + write.
+    broker_permission: int = 6
+    register_name_server_period: int = 30_000
+    # Consumer offsets are persisted this often (ms).
+    flush_consumer_offset_interval: int = 5_000
+    long_polling_enable: bool = True
+    # A pull without long polling (suspend flag unset) is held at most this long.
+    short_polling_time_mills: int = 1_000
+    # Consumers silent this long are dropped (CHANNEL_EXPIRED_TIMEOUT).
+    channel_expired_timeout: int = 120_000
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.listen_port < 65536 and self.listen_port != 0:
+            raise ConfigError(f"listen_port must be 0..65535, got {self.listen_port}")
+        if self.default_topic_queue_nums <= 0:
+            raise ConfigError("default_topic_queue_nums must be positive")
+        if self.broker_id < 0:
+            raise ConfigError("broker_id must be 0 (master) or positive (slave)")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+    def with_port(self, port: int) -> BrokerConfig:
+        """The config after binding: the real port, also as the store's host."""
+        store = self.store.replace(store_host=f"{self.broker_ip1}:{port}")
+        return dataclasses.replace(self, listen_port=port, store=store)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], **overrides: Any) -> BrokerConfig:
+        values = fields_from_properties(cls, props)
+        values.pop("store", None)
+        store_overrides = overrides.pop("store_overrides", {})
+        values["store"] = StoreConfig.from_properties(props, **store_overrides)
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def from_file(cls, path: Path | str, **overrides: Any) -> BrokerConfig:
+        return cls.from_properties(read_properties(path), **overrides)

@@ -1,0 +1,102 @@
+"""Consumer groups as heartbeats describe them (ConsumerManager), and their change notices.
+
+A client joins a group with HEART_BEAT and leaves with UNREGISTER_CLIENT, by closing its
+connection, or by staying silent for ``expire_ms``. Whenever the members of a group change,
+every member gets NOTIFY_CONSUMER_IDS_CHANGED so that it rebalances at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingChannel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ClientInfo:
+    client_id: str
+    last_update_ms: int
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    group: str
+    consume_type: Any = None
+    message_model: Any = None
+    consume_from_where: Any = None
+    # topic -> subscription data as the client sent it
+    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[RemotingChannel, ClientInfo] = field(default_factory=dict)
+
+    def client_ids(self) -> list[str]:
+        return sorted({c.client_id for c in self.channels.values()})
+
+
+class ConsumerManager:
+    def __init__(self, expire_ms: int) -> None:
+        self.expire_ms = expire_ms
+        self.groups: dict[str, ConsumerGroupInfo] = {}
+
+    def register(self, channel: RemotingChannel, client_id: str, data: dict[str, Any]) -> None:
+        group = str(data.get("groupName", ""))
+        info = self.groups.get(group)
+        if info is None:
+            info = self.groups[group] = ConsumerGroupInfo(group)
+        info.consume_type = data.get("consumeType")
+        info.message_model = data.get("messageModel")
+        info.consume_from_where = data.get("consumeFromWhere")
+        subs = data.get("subscriptionDataSet") or []
+        info.subscriptions = {str(s.get("topic")): s for s in subs if isinstance(s, dict)}
+        before = info.client_ids()
+        info.channels[channel] = ClientInfo(client_id, int(time.time() * 1000))
+        if info.client_ids() != before:
+            log.info("consumer %s joined group %s", client_id, group)
+            self._notify(info)
+
+    def unregister(self, channel: RemotingChannel, group: str) -> None:
+        info = self.groups.get(group)
+        if info is not None and info.channels.pop(channel, None) is not None:
+            self._after_leave(info)
+
+    def on_channel_closed(self, channel: RemotingChannel) -> None:
+        for info in list(self.groups.values()):
+            if info.channels.pop(channel, None) is not None:
+                self._after_leave(info)
+
+    def scan_expired(self, now_ms: int) -> None:
+        for info in list(self.groups.values()):
+            stale = [
+                ch for ch, c in info.channels.items() if c.last_update_ms + self.expire_ms < now_ms
+            ]
+            for ch in stale:
+                log.warning("consumer %s of %s expired", info.channels[ch].client_id, info.group)
+                del info.channels[ch]
+                ch.close()
+            if stale:
+                self._after_leave(info)
+
+    def _after_leave(self, info: ConsumerGroupInfo) -> None:
+        if info.channels:
+            self._notify(info)
+        else:
+            del self.groups[info.group]
+
+    @staticmethod
+    def _notify(info: ConsumerGroupInfo) -> None:
+        for channel in list(info.channels):
+            channel.invoke_oneway(
+                RemotingCommand.request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": info.group}
+                )
+            )
+
+    def client_ids(self, group: str) -> list[str]:
+        info = self.groups.get(group)
+        return info.client_ids() if info else []

@@ -1,0 +1,418 @@
+"""Request handlers of the broker, one per request code, as RocketMQ's processors serve them.
+
+Each handler parses its header from ext_fields, checks topic, permissions and queue, calls the
+store and maps the outcome to a response code through status_map.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
+from pocketmq.broker.topics import (
+    AUTO_CREATE_TOPIC_KEY,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+    topic_error,
+)
+from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.headers import get_bool, get_int, get_str
+from pocketmq.protocol.message import (
+    MessageExt,
+    decode_batch_body,
+    decode_properties,
+    host_to_bytes,
+)
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import Dispatcher, RemotingChannel
+from pocketmq.store import GetStatus, TagFilter
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# SendMessageRequestHeaderV2 uses one-letter names for the same fields.
+_V2_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+    "n": "brokerName",
+}  # fmt: skip
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+
+
+def _born_host(channel: RemotingChannel) -> tuple[str, int]:
+    host, _, port = channel.peer.rpartition(":")
+    try:
+        host_to_bytes((host.strip("[]"), int(port)))
+        return host.strip("[]"), int(port)
+    except ValueError:
+        return "127.0.0.1", 0
+
+
+class BrokerProcessors:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.topics = broker.topics
+
+    def register(self, dispatcher: Dispatcher) -> None:
+        for code, handler in (
+            (RequestCode.SEND_MESSAGE, self.send_message),
+            (RequestCode.SEND_MESSAGE_V2, self.send_message),
+            (RequestCode.SEND_BATCH_MESSAGE, self.send_message),
+            (RequestCode.PULL_MESSAGE, self.pull_message),
+            (RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset),
+            (RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset),
+            (RequestCode.GET_MAX_OFFSET, self.get_max_offset),
+            (RequestCode.GET_MIN_OFFSET, self.get_min_offset),
+            (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset_by_timestamp),
+            (RequestCode.GET_EARLIEST_MSG_STORETIME, self.get_earliest_msg_storetime),
+            (RequestCode.HEART_BEAT, self.heart_beat),
+            (RequestCode.UNREGISTER_CLIENT, self.unregister_client),
+            (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list),
+            (RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id),
+            (RequestCode.QUERY_MESSAGE, self.query_message),
+            (RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic),
+            (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
+            (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
+        ):
+            dispatcher.register(code, handler)
+
+    # ------------------------------------------------------------------ send
+
+    def _topic_for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig:
+        err = topic_error(topic)
+        if err is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
+        if topic == AUTO_CREATE_TOPIC_KEY:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system topic."
+            )
+        cfg = self.topics.get(topic)
+        if cfg is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            cfg = self.topics.create_system_if_absent(topic, 1, PERM_READ | PERM_WRITE)
+        if cfg is None and self.broker.config.auto_create_topic_enable:
+            cfg = self.topics.create_in_send(
+                topic, default_topic or AUTO_CREATE_TOPIC_KEY, queue_nums
+            )
+            if cfg is not None:
+                self.broker.register_soon()
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not cfg.perm & PERM_WRITE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+            )
+        return cfg
+
+    async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+            cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
+        if not self.broker.config.broker_permission & PERM_WRITE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
+            )
+        topic = get_str(cmd, "topic")
+        cfg = self._topic_for_send(
+            topic,
+            get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
+            get_int(cmd, "defaultTopicQueueNums", self.broker.config.default_topic_queue_nums),
+        )
+        queue_id = get_int(cmd, "queueId", -1)
+        if queue_id < 0:
+            queue_id = random.randrange(cfg.write_queue_nums)
+        if queue_id >= cfg.write_queue_nums:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has "
+                f"{cfg.write_queue_nums} write queues",
+            )
+        base = MessageExt(
+            topic=topic,
+            body=cmd.body,
+            queue_id=queue_id,
+            flag=get_int(cmd, "flag", 0),
+            properties=decode_properties(get_str(cmd, "properties", "")),
+            sys_flag=get_int(cmd, "sysFlag", 0),
+            born_timestamp=get_int(cmd, "bornTimestamp", 0),
+            born_host=_born_host(channel),
+            store_host=self.store.commitlog.store_host,
+            reconsume_times=get_int(cmd, "reconsumeTimes", 0),
+        )
+        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
+            msgs = self._unbatch(base)
+        else:
+            msgs = [base]
+        result = await self.store.put_messages(msgs)
+        code, remark = PUT_STATUS_CODES[result.status]
+        if result.detail and code != ResponseCode.SUCCESS:
+            remark = f"{remark} {result.detail}".strip()
+        if not result.phy_offsets:
+            return cmd.response(code, remark or None)
+        return cmd.response(
+            code,
+            remark or None,
+            ext_fields={
+                "msgId": ",".join(result.msg_ids),
+                "queueId": queue_id,
+                "queueOffset": result.queue_offset,
+            },
+        )
+
+    @staticmethod
+    def _unbatch(base: MessageExt) -> list[MessageExt]:
+        try:
+            parts = decode_batch_body(base.body)
+        except ProtocolError as exc:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from exc
+        if not parts:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        msgs = []
+        for flag, body, props in parts:
+            if props.get("DELAY", "0") not in ("", "0"):
+                raise RequestError(
+                    ResponseCode.MESSAGE_ILLEGAL, "TimeDelayLevel is not supported for batch"
+                )
+            msgs.append(
+                MessageExt(
+                    topic=base.topic,
+                    body=body,
+                    queue_id=base.queue_id,
+                    flag=flag,
+                    properties={**base.properties, **props},
+                    sys_flag=base.sys_flag,
+                    born_timestamp=base.born_timestamp,
+                    born_host=base.born_host,
+                    store_host=base.store_host,
+                    reconsume_times=base.reconsume_times,
+                )
+            )
+        return msgs
+
+    # ------------------------------------------------------------------ pull
+
+    async def pull_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = get_str(cmd, "consumerGroup")
+        topic = get_str(cmd, "topic")
+        queue_id = get_int(cmd, "queueId")
+        offset = get_int(cmd, "queueOffset")
+        max_nums = get_int(cmd, "maxMsgNums", 32)
+        sys_flag = get_int(cmd, "sysFlag", 0)
+        suspend_ms = get_int(cmd, "suspendTimeoutMillis", 0)
+        if not self.broker.config.broker_permission & PERM_READ:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden"
+            )
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not cfg.perm & PERM_READ:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
+            )
+        if not 0 <= queue_id < cfg.read_queue_nums:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{cfg.read_queue_nums}] consumer:[{channel.peer}]",
+            )
+        tag_filter = TagFilter.parse(cmd.ext_fields.get("subscription"))
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET and self.broker.config.broker_id == 0:
+            commit = get_int(cmd, "commitOffset", -1)
+            if commit >= 0:
+                self.broker.offsets.commit(group, topic, queue_id, commit)
+        # Long polling (suspend flag) waits up to the client's timeout; without it, briefly.
+        if sys_flag & PULL_FLAG_SUSPEND and self.broker.config.long_polling_enable:
+            hold_s = suspend_ms / 1000
+        else:
+            hold_s = (
+                self.broker.config.short_polling_time_mills / 1000
+                if sys_flag & PULL_FLAG_SUSPEND
+                else 0
+            )
+        deadline = time.monotonic() + hold_s
+        while True:
+            result = self.store.get_message(topic, queue_id, offset, max_nums, tag_filter)
+            code = pull_code(result.status, offset)
+            remaining = deadline - time.monotonic()
+            if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0 or not channel.is_open:
+                break
+            await self.broker.pull_hold.wait(topic, queue_id, offset, remaining)
+        return cmd.response(
+            code,
+            None if code == ResponseCode.SUCCESS else result.status.value,
+            ext_fields={
+                "suggestWhichBrokerId": 0,
+                "nextBeginOffset": result.next_begin_offset,
+                "minOffset": result.min_offset,
+                "maxOffset": result.max_offset,
+            },
+            body=b"".join(result.messages) if result.status is GetStatus.FOUND else b"",
+        )
+
+    # ------------------------------------------------------------------ offsets
+
+    def query_consumer_offset(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
+        queue_id = get_int(cmd, "queueId")
+        offset = self.broker.offsets.query(group, topic, queue_id)
+        if offset >= 0:
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+        if self.store.get_min_offset_in_queue(topic, queue_id) <= 0:
+            # Nothing ever removed from this queue: a new group starts at its beginning.
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
+        return cmd.response(
+            ResponseCode.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        )
+
+    def update_consumer_offset(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        self.broker.offsets.commit(
+            get_str(cmd, "consumerGroup"),
+            get_str(cmd, "topic"),
+            get_int(cmd, "queueId"),
+            get_int(cmd, "commitOffset"),
+        )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_max_offset(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        offset = self.store.get_max_offset_in_queue(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    def get_min_offset(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        offset = self.store.get_min_offset_in_queue(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    def search_offset_by_timestamp(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        offset = self.store.get_offset_in_queue_by_time(
+            get_str(cmd, "topic"), get_int(cmd, "queueId"), get_int(cmd, "timestamp")
+        )
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    def get_earliest_msg_storetime(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        ts = self.store.get_earliest_message_time(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})
+
+    # ------------------------------------------------------------------ clients
+
+    def heart_beat(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            data: Any = json_body.loads(cmd.body) if cmd.body else {}
+        except ProtocolError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat body: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat body is not an object")
+        client_id = str(data.get("clientID", ""))
+        channel.attributes["client_id"] = client_id
+        for consumer in data.get("consumerDataSet") or []:
+            if not isinstance(consumer, dict):
+                continue
+            group = str(consumer.get("groupName", ""))
+            # Every group gets its retry topic, which its consumers subscribe to.
+            self.topics.create_system_if_absent(
+                RETRY_GROUP_TOPIC_PREFIX + group, 1, PERM_READ | PERM_WRITE
+            )
+            self.broker.consumers.register(channel, client_id, consumer)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("consumerGroup")
+        if group:
+            self.broker.consumers.unregister(channel, group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_consumer_list(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = get_str(cmd, "consumerGroup")
+        ids = self.broker.consumers.client_ids(group)
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps({"consumerIdList": ids}))
+
+    # ------------------------------------------------------------------ queries
+
+    def view_message_by_id(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        raw = self.store.select_one_message_by_offset(get_int(cmd, "offset"))
+        if raw is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
+        return cmd.response(ResponseCode.SUCCESS, body=raw)
+
+    def query_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        result = self.store.query_message(
+            get_str(cmd, "topic"),
+            get_str(cmd, "key"),
+            get_int(cmd, "maxNum", 32),
+            get_int(cmd, "beginTimestamp", 0),
+            get_int(cmd, "endTimestamp", 2**62),
+        )
+        fields = {
+            "indexLastUpdateTimestamp": result.index_last_update_timestamp,
+            "indexLastUpdatePhyoffset": result.index_last_update_phy_offset,
+        }
+        if not result.messages:
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                fields,
+            )
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(result.messages))
+
+    # ------------------------------------------------------------------ admin
+
+    def update_and_create_topic(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        topic = get_str(cmd, "topic")
+        err = topic_error(topic)
+        if err is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
+        nums_r = get_int(cmd, "readQueueNums", self.broker.config.default_topic_queue_nums)
+        nums_w = get_int(cmd, "writeQueueNums", nums_r)
+        if not (0 < nums_r <= 1024 and 0 < nums_w <= 1024):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
+        self.topics.update(
+            TopicConfig(
+                topic_name=topic,
+                read_queue_nums=nums_r,
+                write_queue_nums=nums_w,
+                perm=get_int(cmd, "perm", PERM_READ | PERM_WRITE),
+                topic_filter_type=get_str(cmd, "topicFilterType", "SINGLE_TAG"),
+                topic_sys_flag=get_int(cmd, "topicSysFlag", 0),
+                order=get_bool(cmd, "order"),
+            )
+        )
+        self.broker.register_soon()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        topic = get_str(cmd, "topic")
+        self.topics.delete(topic)
+        self.store.delete_topics({topic})
+        self.broker.register_soon()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_topic_config(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.topics.wrapper()))

@@ -1,0 +1,48 @@
+"""PullHold: long-polling pulls parked until a message arrives (PullRequestHoldService).
+
+A pull that finds nothing waits on its queue; the store's dispatch calls ``notify`` for each
+consume-queue unit it writes, which wakes the pulls waiting at or below that offset. Waiting
+is event-driven: no polling interval adds latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class PullHold:
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Wait until a message at offset or later arrives; False on timeout."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        key = (topic, queue_id)
+        entry = (offset, fut)
+        self._waiters.setdefault(key, []).append(entry)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                if entry in waiters:
+                    waiters.remove(entry)
+                if not waiters:
+                    del self._waiters[key]
+
+    def notify(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        waiters = self._waiters.get((topic, queue_id))
+        if not waiters:
+            return
+        for offset, fut in waiters:
+            if offset <= queue_offset and not fut.done():
+                fut.set_result(None)
+
+    def wake_all(self) -> None:
+        for waiters in self._waiters.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)

@@ -1,0 +1,159 @@
+"""Topic configs (TopicConfigManager), persisted in {store}/config/topics.json.
+
+Topic names follow TopicValidator: at most 127 characters (255 for retry and DLQ topics) from
+``[%|a-zA-Z0-9_-]``. A send to an unknown topic creates it from the ``TBW102`` template when
+auto-creation is enabled, as RocketMQ's autoCreateTopicEnable does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pocketmq.namesrv.route_table import PERM_INHERIT, PERM_READ, PERM_WRITE
+from pocketmq.protocol.message import SCHEDULE_TOPIC
+from pocketmq.store.config_file import read_json, write_json_atomic
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def topic_error(topic: str) -> str | None:
+    """Why topic is not a valid name, or None."""
+    if not topic:
+        return "The specified topic is blank."
+    if not _VALID.match(topic):
+        return (
+            f"The specified topic[{topic}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    limit = 255 if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) else 127
+    if len(topic) > limit:
+        return f"The specified topic is longer than topic max length {limit}."
+    return None
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 4
+    write_queue_nums: int = 4
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TopicConfig:
+        return cls(
+            topic_name=str(data["topicName"]),
+            read_queue_nums=int(data.get("readQueueNums", 4)),
+            write_queue_nums=int(data.get("writeQueueNums", 4)),
+            perm=int(data.get("perm", PERM_READ | PERM_WRITE)),
+            topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(data.get("topicSysFlag", 0)),
+            order=bool(data.get("order", False)),
+        )
+
+
+class TopicConfigManager:
+    def __init__(self, path: Path, *, cluster: str, broker_name: str,
+                 auto_create: bool, default_queue_nums: int) -> None:  # fmt: skip
+        self.path = path
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        self._system = [
+            TopicConfig(SCHEDULE_TOPIC, 18, 18),
+            TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
+            TopicConfig(broker_name, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
+        ]
+        if auto_create:
+            self._system.append(
+                TopicConfig(AUTO_CREATE_TOPIC_KEY, default_queue_nums, default_queue_nums,
+                            PERM_READ | PERM_WRITE | PERM_INHERIT)
+            )  # fmt: skip
+
+    def load(self) -> None:
+        data = read_json(self.path)
+        if isinstance(data, dict):
+            for name, cfg in (data.get("topicConfigTable") or {}).items():
+                self.table[name] = TopicConfig.from_json({"topicName": name, **cfg})
+            version = data.get("dataVersion")
+            if isinstance(version, dict):
+                self.data_version = {
+                    "timestamp": int(version.get("timestamp", 0)),
+                    "counter": int(version.get("counter", 0)),
+                }
+        for cfg in self._system:
+            self.table.setdefault(cfg.topic_name, cfg)
+
+    def persist(self) -> None:
+        write_json_atomic(
+            self.path,
+            {
+                "topicConfigTable": {n: c.to_json() for n, c in sorted(self.table.items())},
+                "dataVersion": self.data_version,
+            },
+        )
+
+    def _changed(self) -> None:
+        self.data_version = {
+            "timestamp": int(time.time() * 1000),
+            "counter": self.data_version["counter"] + 1,
+        }
+        self.persist()
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def update(self, cfg: TopicConfig) -> None:
+        self.table[cfg.topic_name] = cfg
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """createTopicInSendMessageMethod: a new topic shaped by the template, or None when the
+        template does not exist or may not be inherited."""
+        template = self.table.get(default_topic)
+        if template is None or not template.perm & PERM_INHERIT:
+            return None
+        nums = max(1, min(queue_nums, template.write_queue_nums))
+        cfg = TopicConfig(topic, nums, nums, template.perm & ~PERM_INHERIT)
+        self.update(cfg)
+        return cfg
+
+    def create_system_if_absent(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
+        """Retry and DLQ topics are created on demand."""
+        cfg = self.table.get(topic)
+        if cfg is None:
+            cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.update(cfg)
+        return cfg
+
+    def wrapper(self) -> dict[str, Any]:
+        """The topicConfigSerializeWrapper of a registration."""
+        return {
+            "topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
+            "dataVersion": self.data_version,
+        }
