@@ -12,11 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The broker does not exist yet: until it does, `make run` exercises the storage engine
-# with a short benchmark in ./data (see README).
+# NameServer (9876) + broker (10911) in one process, store in ./data/store; Ctrl-C stops it
+# cleanly.
 run: $(STAMP)
-	@echo "pocketmq: the broker is not built yet; running the storage engine benchmark into ./data"
-	$(BIN)/pocketmq store bench --dir ./data/store-bench --count 200000 --size 1024 --flush async
+	$(BIN)/pocketmq serve --store ./data/store
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench

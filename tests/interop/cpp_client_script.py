@@ -1,0 +1,86 @@
+"""Drives the unmodified C++-based ``rocketmq==0.4.4`` client; run as a subprocess by the tests.
+
+python cpp_client_script.py produce NAMESRV RUN_ID     -> sends, prints one JSON line
+python cpp_client_script.py consume NAMESRV EXPECTED   -> consumes TagA || TagB until
+                                                          EXPECTED arrive (or 30 s),
+                                                          prints one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PushConsumer, SendStatus
+
+TOPIC = "InteropTopic"
+
+
+def produce(namesrv: str, run_id: str) -> None:
+    producer = Producer("PG_INTEROP")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    sent = []
+    try:
+        for i in range(12):
+            tag = ("TagA", "TagB", "TagC")[i % 3]
+            msg = Message(TOPIC)
+            msg.set_keys(f"{run_id}-k{i}")
+            msg.set_tags(tag)
+            msg.set_body(f"{run_id}-body-{i}")
+            msg.set_property("userProp", f"v{i}")
+            if i % 4 == 1:
+                producer.send_oneway(msg)
+                status = "ONEWAY"
+            elif i % 4 == 2:
+                result = producer.send_orderly(msg, i)  # the hashing selector picks the queue
+                status = SendStatus(result.status).name
+            else:
+                result = producer.send_sync(msg)
+                status = SendStatus(result.status).name
+            sent.append({"body": f"{run_id}-body-{i}", "tag": tag, "status": status})
+    finally:
+        producer.shutdown()
+    print(json.dumps({"sent": sent}), flush=True)
+
+
+def consume(namesrv: str, expected: int) -> None:
+    got: list[dict[str, str]] = []
+    lock = threading.Lock()
+
+    def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+        with lock:
+            got.append(
+                {
+                    "body": msg.body.decode(),
+                    "tag": msg.tags.decode(),
+                    "prop": (msg.get_property("userProp") or b"").decode(),
+                }
+            )
+
+    consumer = PushConsumer("CG_INTEROP")
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe(TOPIC, on_message, "TagA || TagB")
+    consumer.start()
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(got) >= expected:
+                    break
+            time.sleep(0.05)
+        # A little longer, to catch anything that should not arrive.
+        time.sleep(1.0)
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"got": got}), flush=True)
+
+
+if __name__ == "__main__":
+    role, namesrv, arg = sys.argv[1:4]
+    if role == "produce":
+        produce(namesrv, arg)
+    else:
+        consume(namesrv, int(arg))
