@@ -46,6 +46,42 @@ def produce(namesrv: str, run_id: str) -> None:
     print(json.dumps({"sent": sent}), flush=True)
 
 
+def orderly(namesrv: str, count: int) -> None:
+    producer = Producer("PG_ORDER")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        for i in range(count):
+            key = i % 4
+            msg = Message("OrderTopic")
+            msg.set_tags("T")
+            msg.set_body(f"{key}:{i}")
+            producer.send_orderly(msg, key)
+    finally:
+        producer.shutdown()
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+        with lock:
+            got.append(msg.body.decode())
+
+    consumer = PushConsumer("CG_ORDER", orderly=True)
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe("OrderTopic", on_message, "*")
+    consumer.start()
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(got) >= count:
+                    break
+            time.sleep(0.05)
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"got": got}), flush=True)
+
+
 def consume(namesrv: str, expected: int) -> None:
     got: list[dict[str, str]] = []
     lock = threading.Lock()
@@ -82,5 +118,7 @@ if __name__ == "__main__":
     role, namesrv, arg = sys.argv[1:4]
     if role == "produce":
         produce(namesrv, arg)
+    elif role == "orderly":
+        orderly(namesrv, int(arg))
     else:
         consume(namesrv, int(arg))

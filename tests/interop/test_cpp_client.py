@@ -3,7 +3,8 @@
 ``pocketmq serve`` runs as a real process; the client runs in subprocesses (its native
 library starts threads and writes logs under $HOME). Checked: sync, oneway and orderly sends;
 a push consumer with a tag expression receives every sent message of its tags and none of the
-others; its offsets survive a consumer restart (the second run gets only the new messages).
+others; its offsets survive a consumer restart (the second run gets only the new messages);
+an orderly consumer (queue locks) gets each sharding key's messages in the order sent.
 """
 
 from __future__ import annotations
@@ -63,3 +64,11 @@ def test_produce_and_consume_with_tags_and_restart(tmp_path: Path, serve: str) -
     got2 = run_client(tmp_path, "consume", serve, str(len(wanted2)))["got"]
     # Committed offsets survived the consumer restart: nothing of the first run again.
     assert sorted(g["body"] for g in got2) == wanted2
+
+
+def test_orderly_send_and_orderly_consumer_keep_per_key_order(tmp_path: Path, serve: str) -> None:
+    got = run_client(tmp_path, "orderly", serve, "40")["got"]
+    assert sorted(got, key=lambda b: int(b.split(":")[1])) == [f"{i % 4}:{i}" for i in range(40)]
+    for key in range(4):
+        seq = [int(b.split(":")[1]) for b in got if b.startswith(f"{key}:")]
+        assert seq == sorted(seq), f"key {key} consumed out of order: {seq}"

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
@@ -40,6 +41,7 @@ class Broker:
         self.offsets: ConsumerOffsetManager
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
+        self.locks = RebalanceLockManager()
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()

@@ -84,6 +84,8 @@ class BrokerProcessors:
             (RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic),
             (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
+            (RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq),
+            (RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq),
         ):
             dispatcher.register(code, handler)
 
@@ -349,6 +351,30 @@ class BrokerProcessors:
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps({"consumerIdList": ids}))
+
+    @staticmethod
+    def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int]]]:
+        try:
+            data: Any = json_body.loads(cmd.body)
+            group = str(data["consumerGroup"])
+            client_id = str(data["clientId"])
+            queues = [
+                (str(q["topic"]), str(q["brokerName"]), int(q["queueId"])) for q in data["mqSet"]
+            ]
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {exc!r}") from exc
+        return group, client_id, queues
+
+    def lock_batch_mq(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = self._lock_body(cmd)
+        held = self.broker.locks.try_lock_batch(group, queues, client_id, int(time.time() * 1000))
+        body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]}
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(body))
+
+    def unlock_batch_mq(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = self._lock_body(cmd)
+        self.broker.locks.unlock_batch(group, queues, client_id)
+        return cmd.response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ queries
 
