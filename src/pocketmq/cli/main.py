@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from pocketmq import __version__
+from pocketmq.cli.admin import admin
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 
@@ -38,6 +39,7 @@ cli.add_command(store)
 cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(serve)
+cli.add_command(admin)
 
 
 def main() -> None:

@@ -1,0 +1,295 @@
+"""``pocketmq admin``: the first mqadmin verbs, over the remoting protocol.
+
+Each verb asks the NameServer for routes and talks to brokers directly, as mqadmin does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import MessageExt, decode_message, encode_properties
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingClient
+
+T = TypeVar("T")
+
+
+class AdminError(click.ClickException):
+    pass
+
+
+def _run(fn: Callable[[RemotingClient], Awaitable[T]]) -> T:
+    async def main() -> T:
+        client = RemotingClient()
+        try:
+            return await fn(client)
+        except (ConnectionError, TimeoutError) as exc:
+            raise AdminError(str(exc)) from exc
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+async def _call(
+    client: RemotingClient,
+    addr: str,
+    code: int,
+    fields: dict[str, Any] | None = None,
+    body: bytes = b"",
+    ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+) -> RemotingCommand:
+    resp = await client.invoke(addr, RemotingCommand.request(code, fields, body), 10)
+    if resp.code not in ok:
+        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}".strip())
+    return resp
+
+
+async def _route(client: RemotingClient, namesrv: str, topic: str) -> dict[str, Any]:
+    resp = await _call(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    route: dict[str, Any] = json_body.loads(resp.body)
+    return route
+
+
+async def _masters(client: RemotingClient, namesrv: str, cluster: str | None) -> list[str]:
+    resp = await _call(client, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+    info = json_body.loads(resp.body)
+    names = (
+        info["clusterAddrTable"].get(cluster, [])
+        if cluster
+        else [n for ns in info["clusterAddrTable"].values() for n in ns]
+    )
+    masters = [info["brokerAddrTable"][n]["brokerAddrs"].get("0") for n in names]
+    found = [m for m in masters if m]
+    if not found:
+        raise AdminError(f"no master broker found{' in cluster ' + cluster if cluster else ''}")
+    return found
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+@click.group()
+@click.option(
+    "-n", "--namesrv-addr", default="127.0.0.1:9876", show_default=True, help="NameServer address."
+)
+@click.pass_context
+def admin(ctx: click.Context, namesrv_addr: str) -> None:
+    """Administer topics and look at a cluster (in the spirit of mqadmin)."""
+    ctx.obj = namesrv_addr
+
+
+@admin.command("topic-list")
+@click.pass_obj
+def topic_list(namesrv: str) -> None:
+    """List every topic the NameServer knows."""
+
+    async def go(c: RemotingClient) -> list[str]:
+        resp = await _call(c, namesrv, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        topics: list[str] = json_body.loads(resp.body)["topicList"]
+        return topics
+
+    for topic in sorted(_run(go)):
+        click.echo(topic)
+
+
+@admin.command("topic-route")
+@click.option("-t", "--topic", required=True)
+@click.pass_obj
+def topic_route(namesrv: str, topic: str) -> None:
+    """Print a topic's route (queues and brokers)."""
+    _echo_json(_run(lambda c: _route(c, namesrv, topic)))
+
+
+@admin.command("cluster-list")
+@click.pass_obj
+def cluster_list(namesrv: str) -> None:
+    """List clusters, brokers and their addresses."""
+
+    async def go(c: RemotingClient) -> Any:
+        return json_body.loads((await _call(c, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+
+    info = _run(go)
+    click.echo(f"{'cluster':<20} {'broker':<20} {'id':>3}  address")
+    for cluster, names in sorted(info["clusterAddrTable"].items()):
+        for name in names:
+            for bid, addr in sorted(info["brokerAddrTable"][name]["brokerAddrs"].items()):
+                click.echo(f"{cluster:<20} {name:<20} {bid:>3}  {addr}")
+
+
+@admin.command("update-topic")
+@click.option("-t", "--topic", required=True)
+@click.option("-r", "--read-queues", default=4, show_default=True, type=click.IntRange(1, 1024))
+@click.option("-w", "--write-queues", default=4, show_default=True, type=click.IntRange(1, 1024))
+@click.option(
+    "-p",
+    "--perm",
+    default=6,
+    show_default=True,
+    type=click.IntRange(0, 7),
+    help="2 write, 4 read, 6 both.",
+)
+@click.option("-c", "--cluster", default=None, help="Only the masters of this cluster.")
+@click.option("-o", "--order", is_flag=True, help="An ordered topic.")
+@click.pass_obj
+def update_topic(
+    namesrv: str,
+    topic: str,
+    read_queues: int,
+    write_queues: int,
+    perm: int,
+    cluster: str | None,
+    order: bool,
+) -> None:
+    """Create or update a topic on every master broker (of a cluster)."""
+
+    async def go(c: RemotingClient) -> list[str]:
+        masters = await _masters(c, namesrv, cluster)
+        for addr in masters:
+            await _call(
+                c,
+                addr,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": read_queues,
+                    "writeQueueNums": write_queues,
+                    "perm": perm,
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": 0,
+                    "order": order,
+                },
+            )
+        return masters
+
+    for addr in _run(go):
+        click.echo(f"create topic {topic} on {addr}: OK")
+
+
+@admin.command("delete-topic")
+@click.option("-t", "--topic", required=True)
+@click.option("-c", "--cluster", default=None)
+@click.pass_obj
+def delete_topic(namesrv: str, topic: str, cluster: str | None) -> None:
+    """Delete a topic from the masters and the NameServer."""
+
+    async def go(c: RemotingClient) -> None:
+        for addr in await _masters(c, namesrv, cluster):
+            await _call(c, addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        await _call(c, namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+
+    _run(go)
+    click.echo(f"delete topic {topic}: OK")
+
+
+@admin.command("send-message")
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--body", required=True, help="Message body (UTF-8).")
+@click.option("--tags", default=None)
+@click.option("-k", "--keys", default=None)
+@click.pass_obj
+def send_message(namesrv: str, topic: str, body: str, tags: str | None, keys: str | None) -> None:
+    """Send one test message (the topic is auto-created where the broker allows it)."""
+
+    async def go(c: RemotingClient) -> tuple[str, RemotingCommand]:
+        resp = await c.invoke(
+            namesrv,
+            RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
+            10,
+        )
+        if resp.code != ResponseCode.SUCCESS:
+            route = await _route(c, namesrv, "TBW102")
+        else:
+            route = json_body.loads(resp.body)
+        addr = route["brokerDatas"][0]["brokerAddrs"]["0"]
+        props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
+        props["UNIQ_KEY"] = f"{int(time.time() * 1000):032X}"
+        sent = await _call(
+            c,
+            addr,
+            RequestCode.SEND_MESSAGE,
+            {
+                "producerGroup": "PMQ_ADMIN",
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 4,
+                "queueId": -1,
+                "sysFlag": 0,
+                "bornTimestamp": int(time.time() * 1000),
+                "flag": 0,
+                "properties": encode_properties(props),
+                "reconsumeTimes": 0,
+            },
+            body.encode(),
+        )
+        return addr, sent
+
+    addr, sent = _run(go)
+    f = sent.ext_fields
+    click.echo(
+        f"sent to {addr} queue {f.get('queueId')} offset {f.get('queueOffset')}, "
+        f"msgId {f.get('msgId')}"
+    )
+
+
+@admin.command("consume-message")
+@click.option("-t", "--topic", required=True)
+@click.option("-c", "--count", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--tags", default="*", show_default=True, help='Tag expression, e.g. "A || B".')
+@click.pass_obj
+def consume_message(namesrv: str, topic: str, count: int, tags: str) -> None:
+    """Print up to COUNT messages from the start of each queue (commits no offset)."""
+
+    async def go(c: RemotingClient) -> list[Any]:
+        route = await _route(c, namesrv, topic)
+        addrs = {b["brokerName"]: b["brokerAddrs"].get("0") for b in route["brokerDatas"]}
+        out: list[MessageExt] = []
+        for q in route["queueDatas"]:
+            addr = addrs.get(q["brokerName"])
+            for qid in range(q["readQueueNums"]):
+                if addr is None or len(out) >= count:
+                    continue
+                resp = await _call(
+                    c,
+                    addr,
+                    RequestCode.PULL_MESSAGE,
+                    {
+                        "consumerGroup": "PMQ_ADMIN",
+                        "topic": topic,
+                        "queueId": qid,
+                        "queueOffset": 0,
+                        "maxMsgNums": count - len(out),
+                        "sysFlag": 0,
+                        "commitOffset": 0,
+                        "suspendTimeoutMillis": 0,
+                        "subscription": tags,
+                        "subVersion": 0,
+                    },
+                    ok=(0, 19, 20, 21),
+                )
+                pos = 0
+                while pos < len(resp.body) and len(out) < count:
+                    size = struct.unpack_from(">i", resp.body, pos)[0]
+                    out.append(decode_message(resp.body[pos : pos + size]))
+                    pos += size
+        return out
+
+    for m in _run(go):
+        body = m.body.decode("utf-8", "replace")
+        click.echo(
+            f"queue {m.queue_id} offset {m.queue_offset} tags {m.tags or '-'} "
+            f"keys {m.keys or '-'}: {body}"
+        )
+    sys.stdout.flush()

@@ -1,0 +1,52 @@
+"""`pocketmq admin` against a live `pocketmq serve`: topics, routes, cluster, send, consume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from server_procs import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+
+def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def ok(namesrv: str, *args: str) -> str:
+    out = admin(namesrv, *args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_admin_verbs(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        "serve", tmp_path, "--namesrv-port", "0", "--broker-port", "0", listen=False
+    )
+    ns = f"127.0.0.1:{proc.ready['namesrv']}"
+    try:
+        assert "OK" in ok(ns, "update-topic", "-t", "Orders", "-r", "2", "-w", "2")
+        assert "Orders" in ok(ns, "topic-list").split()
+        assert '"writeQueueNums": 2' in ok(ns, "topic-route", "-t", "Orders")
+        assert "DefaultCluster" in ok(ns, "cluster-list")
+        sent = ok(
+            ns, "send-message", "-t", "Orders", "-p", "hello admin", "--tags", "A", "-k", "K1"
+        )
+        assert "offset 0" in sent
+        consumed = ok(ns, "consume-message", "-t", "Orders", "--tags", "A")
+        assert "hello admin" in consumed and "keys K1" in consumed
+        assert "hello admin" not in ok(ns, "consume-message", "-t", "Orders", "--tags", "B")
+        assert "OK" in ok(ns, "delete-topic", "-t", "Orders")
+        missing = admin(ns, "topic-route", "-t", "Orders")
+        assert missing.returncode == 1 and "17" in missing.stderr
+    finally:
+        assert proc.stop() == 0
+    down = admin(ns, "topic-list")
+    assert down.returncode == 1 and "cannot connect" in down.stderr
+    assert "Traceback" not in down.stderr
