@@ -7,8 +7,9 @@ import asyncio
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +18,19 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.conf import read_properties
 from pocketmq.errors import PocketMQError, StoreError
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def config_option(help_text: str) -> Callable[[F], F]:
+    """``-c/--config FILE``: a properties file with RocketMQ's names."""
+    return click.option(
+        "-c",
+        "--config",
+        "conf",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=help_text,
+    )
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -43,13 +57,7 @@ def stop_on_signals() -> asyncio.Event:
 
 
 @click.command("namesrv")
-@click.option(
-    "-c",
-    "--config",
-    "conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="namesrv.conf (listenPort, kvConfigPath, ...).",
-)
+@config_option("namesrv.conf (listenPort, kvConfigPath, ...).")
 @click.option("--listen", default=None, help="host:port to listen on (port 0 picks a free one).")
 @click.option(
     "--ready-file",
@@ -108,13 +116,7 @@ def _broker_config(
 
 
 @click.command("broker")
-@click.option(
-    "-c",
-    "--config",
-    "conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="broker.conf with RocketMQ's property names.",
-)
+@config_option("broker.conf with RocketMQ's property names.")
 @click.option(
     "--store",
     "store_dir",
@@ -159,13 +161,7 @@ def broker(
 
 
 @click.command("serve")
-@click.option(
-    "-c",
-    "--config",
-    "conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="broker.conf with RocketMQ's property names.",
-)
+@config_option("broker.conf with RocketMQ's property names.")
 @click.option(
     "--store",
     "store_dir",

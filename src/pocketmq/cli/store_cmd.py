@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
+from pocketmq.cli.servers import config_option
 from pocketmq.errors import PocketMQError
 from pocketmq.store.bench import print_progress_line, result_json, run_bench
 from pocketmq.store.config import FlushDiskType, StoreConfig
@@ -70,13 +71,7 @@ def _print_report(report: Report, verify: bool) -> None:
     help="Check every CRC, queue unit and index entry; exit 1 on any problem.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@click.option(
-    "-c",
-    "--config",
-    "conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="broker.conf with the store's sizes (index slots and entries).",
-)
+@config_option("broker.conf with the store's sizes (index slots and entries).")
 def inspect_cmd(directory: Path, verify: bool, as_json: bool, conf: Path | None) -> None:
     """Decode the store in DIRECTORY without changing it and summarize it per topic/queue."""
     report = inspect_store(directory, verify=verify, config=_load_config(directory, conf))
@@ -116,13 +111,7 @@ def inspect_cmd(directory: Path, verify: bool, as_json: bool, conf: Path | None)
     help='Print {"acked": N} at least every 100 ms: messages 0..N-1 are all acknowledged.',
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-@click.option(
-    "-c",
-    "--config",
-    "conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="broker.conf with store settings (sizes, intervals).",
-)
+@config_option("broker.conf with store settings (sizes, intervals).")
 def bench_cmd(
     directory: Path,
     count: int,
