@@ -42,6 +42,8 @@ def test_admin_verbs(tmp_path: Path) -> None:
         consumed = ok(ns, "consume-message", "-t", "Orders", "--tags", "A")
         assert "hello admin" in consumed and "keys K1" in consumed
         assert "hello admin" not in ok(ns, "consume-message", "-t", "Orders", "--tags", "B")
+        progress = ok(ns, "consumer-progress", "-g", "NoSuchGroup", "-t", "Orders")
+        assert "total lag: 1" in progress
         assert "OK" in ok(ns, "delete-topic", "-t", "Orders")
         missing = admin(ns, "topic-route", "-t", "Orders")
         assert missing.returncode == 1 and "17" in missing.stderr

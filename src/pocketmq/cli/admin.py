@@ -293,3 +293,43 @@ def consume_message(namesrv: str, topic: str, count: int, tags: str) -> None:
             f"keys {m.keys or '-'}: {body}"
         )
     sys.stdout.flush()
+
+
+@admin.command("consumer-progress")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True)
+@click.pass_obj
+def consumer_progress(namesrv: str, group: str, topic: str) -> None:
+    """Per queue: the broker's max offset, the group's committed offset and the lag."""
+
+    async def go(c: RemotingClient) -> list[tuple[str, int, int, int]]:
+        route = await _route(c, namesrv, topic)
+        addrs = {b["brokerName"]: b["brokerAddrs"].get("0") for b in route["brokerDatas"]}
+        rows = []
+        for q in route["queueDatas"]:
+            addr = addrs.get(q["brokerName"])
+            if addr is None:
+                continue
+            for qid in range(q["readQueueNums"]):
+                fields = {"topic": topic, "queueId": qid}
+                resp = await _call(c, addr, RequestCode.GET_MAX_OFFSET, fields)
+                broker_offset = int(resp.ext_fields["offset"])
+                resp = await _call(
+                    c, addr, RequestCode.QUERY_CONSUMER_OFFSET,
+                    {**fields, "consumerGroup": group}, ok=(0, ResponseCode.QUERY_NOT_FOUND),
+                )  # fmt: skip
+                consumer_offset = int(resp.ext_fields.get("offset", -1))
+                rows.append((q["brokerName"], qid, broker_offset, consumer_offset))
+        return rows
+
+    rows = _run(go)
+    click.echo(
+        f"{'broker':<20} {'queue':>5} {'broker offset':>14} {'consumer offset':>16} {'lag':>8}"
+    )
+    total = 0
+    for name, qid, broker_offset, consumer_offset in rows:
+        lag = broker_offset - max(consumer_offset, 0)
+        total += lag
+        shown = str(consumer_offset) if consumer_offset >= 0 else "-"
+        click.echo(f"{name:<20} {qid:>5} {broker_offset:>14} {shown:>16} {lag:>8}")
+    click.echo(f"total lag: {total}")
