@@ -1,0 +1,118 @@
+"""SYNC_FLUSH group commit: every waiting put is acknowledged only once an fdatasync covered its
+bytes, late ones get FLUSH_DISK_TIMEOUT, a failed sync fails them and stops the writes.
+
+The CommitLog flush is wrapped so that a test can hold it (a gate) or make it fail."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from store_helpers import StoreFactory, msg, put
+
+from pocketmq.protocol.message import MessageConst
+from pocketmq.store.config import FlushDiskType
+from pocketmq.store.message_store import MessageStore
+from pocketmq.store.results import PutResult, PutStatus
+
+
+class FlushProbe:
+    """Replaces store.commitlog.flush: waits for the gate, then syncs (or raises ``error``)."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self.original: Callable[[], int] = store.commitlog.flush
+        self.gate = threading.Event()
+        self.error: OSError | None = None
+        self.advanced = 0  # flushes that made new bytes durable
+        store.commitlog.flush = self.flush  # type: ignore[method-assign]
+
+    def flush(self) -> int:
+        self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        before = self.store.commitlog.mfq.flushed_where
+        flushed = self.original()
+        if flushed > before:
+            self.advanced += 1
+        return flushed
+
+    def restore(self) -> None:
+        self.gate.set()
+        self.store.commitlog.flush = self.original  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def sync_store(
+    open_small: StoreFactory,
+) -> Iterator[Callable[..., tuple[MessageStore, FlushProbe]]]:
+    probes: list[FlushProbe] = []
+
+    def factory(**changes: object) -> tuple[MessageStore, FlushProbe]:
+        store = open_small(flush_disk_type=FlushDiskType.SYNC_FLUSH, **changes)
+        probe = FlushProbe(store)
+        probes.append(probe)
+        return store, probe
+
+    yield factory
+    for probe in probes:  # before the stores close: close() flushes for real
+        probe.restore()
+
+
+def test_one_flush_acknowledges_every_waiting_put(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]],
+) -> None:
+    store, probe = sync_store()
+
+    async def main() -> list[tuple[PutResult, int]]:
+        async def one(i: int) -> tuple[PutResult, int]:
+            result = await store.put_message(msg(body=b"%d" % i))
+            return result, store.commitlog.mfq.flushed_where
+
+        tasks = [asyncio.create_task(one(i)) for i in range(20)]
+        await asyncio.sleep(0)  # every task appends, then waits for the flush
+        probe.gate.set()
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert [r.status for r, _ in results] == [PutStatus.PUT_OK] * 20
+    # Acknowledged only once durable, all by the one flush that ran after they appended.
+    assert all(r.next_offset <= flushed for r, flushed in results)
+    assert probe.advanced == 1
+
+
+def test_put_not_flushed_in_time_gets_flush_disk_timeout(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]],
+) -> None:
+    store, probe = sync_store(sync_flush_timeout=1)
+    result = put(store, msg())  # the gate stays shut: the disk "hangs"
+    assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert store.commitlog.mfq.flushed_where < result.next_offset
+    probe.gate.set()
+    assert put(store, msg()).status is PutStatus.PUT_OK  # the disk is back
+
+
+def test_failed_flush_fails_the_waiting_put_and_refuses_writes(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]],
+) -> None:
+    store, probe = sync_store()
+    probe.error = OSError(5, "Input/output error")
+    probe.gate.set()
+    result = put(store, msg())
+    assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert store.commitlog.write_error is not None
+    assert "Input/output error" in store.commitlog.write_error
+    assert put(store, msg()).status is PutStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_wait_false_put_does_not_wait_for_the_flush(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]],
+) -> None:
+    store, probe = sync_store()
+    result = put(store, msg(properties={MessageConst.WAIT_STORE_MSG_OK: "false"}))
+    assert result.status is PutStatus.PUT_OK  # the gate is still shut
+    probe.gate.set()
+    assert put(store, msg()).status is PutStatus.PUT_OK
+    assert store.commitlog.mfq.flushed_where >= result.next_offset
