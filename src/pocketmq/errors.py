@@ -54,3 +54,17 @@ class RequestError(PocketMQError):
         super().__init__(remark)
         self.code = code
         self.remark = remark
+
+
+class ClientError(PocketMQError):
+    """A client call failed: no route, no broker reachable, bad arguments (MQClientException)."""
+
+
+class BrokerError(ClientError):
+    """A broker answered a request with an error code (MQBrokerException)."""
+
+    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+        super().__init__(f"CODE: {code} DESC: {remark or ''} BROKER: {addr}".strip())
+        self.code = code
+        self.remark = remark or ""
+        self.addr = addr

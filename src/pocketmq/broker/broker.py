@@ -69,6 +69,7 @@ class Broker:
             auto_create=self.config.auto_create_topic_enable,
             default_queue_nums=self.config.default_topic_queue_nums,
         )
+        self.topics.on_created = self.register_soon
         self.topics.load()
         self.topics.persist()
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")

@@ -106,8 +106,6 @@ class BrokerProcessors:
             cfg = self.topics.create_in_send(
                 topic, default_topic or AUTO_CREATE_TOPIC_KEY, queue_nums
             )
-            if cfg is not None:
-                self.broker.register_soon()
         if cfg is None:
             raise RequestError(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -119,7 +117,8 @@ class BrokerProcessors:
         return cfg
 
     async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+        # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
+        if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
         if not self.broker.config.broker_permission & PERM_WRITE:
             raise RequestError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class TopicConfigManager:
         self.path = path
         self.table: dict[str, TopicConfig] = {}
         self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        # Topics created on demand must reach the NameServer before their next use.
+        self.on_created: Callable[[], None] = lambda: None
         self._system = [
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
@@ -141,6 +144,7 @@ class TopicConfigManager:
         nums = max(1, min(queue_nums, template.write_queue_nums))
         cfg = TopicConfig(topic, nums, nums, template.perm & ~PERM_INHERIT)
         self.update(cfg)
+        self.on_created()
         return cfg
 
     def create_system_if_absent(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
@@ -149,6 +153,7 @@ class TopicConfigManager:
         if cfg is None:
             cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.update(cfg)
+            self.on_created()
         return cfg
 
     def wrapper(self) -> dict[str, Any]:

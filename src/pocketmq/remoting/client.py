@@ -29,6 +29,7 @@ class RemotingClient:
         self.connect_timeout_s = connect_timeout_s
         self._channels: dict[str, RemotingChannel] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
 
     async def channel(self, addr: str) -> RemotingChannel:
         """An open channel to addr, connecting if needed.
@@ -39,6 +40,8 @@ class RemotingClient:
         channel = self._channels.get(addr)
         if channel is not None and channel.is_open:
             return channel
+        if self._closed:
+            raise ConnectionError(f"cannot connect to {addr}: the client is closed")
         lock = self._locks.setdefault(addr, asyncio.Lock())
         async with lock:
             channel = self._channels.get(addr)
@@ -75,5 +78,6 @@ class RemotingClient:
             channel.close()
 
     async def close(self) -> None:
+        self._closed = True
         channels, self._channels = list(self._channels.values()), {}
         await asyncio.gather(*(c.aclose() for c in channels), return_exceptions=True)

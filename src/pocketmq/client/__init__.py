@@ -1,0 +1,51 @@
+"""pocketmq's client for the 4.x remoting protocol: asyncio first, with a blocking facade.
+
+async with Producer("pg", "127.0.0.1:9876") as producer:
+    result = await producer.send(message("TopicTest", b"hello", tags="TagA"))
+"""
+
+from pocketmq.client.blocking import (
+    BlockingLitePullConsumer,
+    BlockingProducer,
+    BlockingPushConsumer,
+)
+from pocketmq.client.consumer import (
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeResult,
+    MessageModel,
+    PushConsumer,
+)
+from pocketmq.client.lite_pull import LitePullConsumer
+from pocketmq.client.producer import (
+    Message,
+    Producer,
+    SendResult,
+    SendStatus,
+    message,
+    select_by_hash,
+)
+from pocketmq.client.route import MessageQueue, allocate_averagely, allocate_by_circle
+from pocketmq.protocol.message import MessageExt
+
+__all__ = [
+    "BlockingLitePullConsumer",
+    "BlockingProducer",
+    "BlockingPushConsumer",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeResult",
+    "LitePullConsumer",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "Producer",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "allocate_averagely",
+    "allocate_by_circle",
+    "message",
+    "select_by_hash",
+]

@@ -1,0 +1,235 @@
+"""ClientInstance: what producers and consumers share (RocketMQ's MQClientInstance).
+
+It owns the connections, the NameServer list and the topic routes, refreshes routes every
+``poll_name_server_interval_s`` (30 s), heartbeats every broker every ``heartbeat_interval_s``
+(30 s) with the groups of its producers and consumers, and answers the requests brokers send to
+clients. Requests that reach a broker go through ``invoke``, which turns error codes into
+BrokerError and connection failures into ConnectionError/TimeoutError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from pocketmq.client.route import MASTER_ID, TopicRoute
+from pocketmq.errors import BrokerError, ClientError, ProtocolError
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient
+
+log = logging.getLogger(__name__)
+
+
+class ClientMember(Protocol):
+    """A producer or consumer registered with a ClientInstance."""
+
+    group: str
+
+    def topics(self) -> set[str]: ...
+
+    def heartbeat_data(self) -> dict[str, Any]: ...
+
+    def on_route_changed(self, route: TopicRoute) -> None: ...
+
+
+def parse_namesrv_addrs(value: str | list[str]) -> list[str]:
+    """``"a:9876;b:9876"`` (RocketMQ's separator) or a list -> addresses."""
+    items = value if isinstance(value, list) else value.replace(",", ";").split(";")
+    addrs = [a.strip() for a in items if a.strip()]
+    if not addrs:
+        raise ClientError("no NameServer address given (namesrv_addr)")
+    return addrs
+
+
+class ClientInstance:
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        client_id: str,
+        *,
+        poll_name_server_interval_s: float = 30.0,
+        heartbeat_interval_s: float = 30.0,
+        rpc_timeout_s: float = 3.0,
+    ) -> None:
+        self.namesrv_addrs = parse_namesrv_addrs(namesrv_addr)
+        self.client_id = client_id
+        self.poll_name_server_interval_s = poll_name_server_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.dispatcher = Dispatcher()
+        self.remoting = RemotingClient(self.dispatcher)
+        self.routes: dict[str, TopicRoute] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.members: list[ClientMember] = []
+        # Consumer group -> what to call when a broker says the group's members changed.
+        self.rebalance_hooks: dict[str, Callable[[], None]] = {}
+        self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        self._namesrv_index = random.randrange(len(self.namesrv_addrs))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._tasks = [
+            asyncio.create_task(self._every(self.poll_name_server_interval_s, self.refresh_routes)),
+            asyncio.create_task(self._every(self.heartbeat_interval_s, self.send_heartbeat)),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.remoting.close()
+        self._started = False
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await job()
+            except Exception:
+                log.exception("periodic client task failed")
+
+    def _on_ids_changed(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
+        hook = self.rebalance_hooks.get(str(cmd.ext_fields.get("consumerGroup", "")))
+        if hook is not None:
+            hook()
+
+    # ------------------------------------------------------------------ requests
+
+    async def invoke(
+        self,
+        addr: str,
+        code: int,
+        fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        timeout_s: float | None = None,
+        ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """Send a request and return the response if its code is in ``ok``.
+
+        Raises:
+            BrokerError: another code.
+            ConnectionError, TimeoutError: no answer.
+        """
+        cmd = RemotingCommand.request(code, fields, body)
+        resp = await self.remoting.invoke(addr, cmd, timeout_s or self.rpc_timeout_s)
+        if resp.code not in ok:
+            raise BrokerError(resp.code, resp.remark, addr)
+        return resp
+
+    async def invoke_oneway(
+        self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
+    ) -> None:
+        await self.remoting.invoke_oneway(addr, RemotingCommand.request(code, fields, body))
+
+    async def namesrv_invoke(self, code: int, fields: dict[str, Any]) -> RemotingCommand:
+        """Ask the current NameServer; on a connection failure, the next ones in turn."""
+        last: Exception | None = None
+        for _ in range(len(self.namesrv_addrs)):
+            addr = self.namesrv_addrs[self._namesrv_index % len(self.namesrv_addrs)]
+            try:
+                return await self.remoting.invoke(
+                    addr, RemotingCommand.request(code, fields), self.rpc_timeout_s
+                )
+            except (ConnectionError, TimeoutError) as exc:
+                last = exc
+                self._namesrv_index += 1
+        raise ClientError(f"no NameServer reachable in {self.namesrv_addrs}: {last}")
+
+    # ------------------------------------------------------------------ routes
+
+    async def fetch_route(self, topic: str) -> TopicRoute | None:
+        """The topic's route from the NameServer; None if it does not know the topic.
+
+        Raises:
+            ClientError: no NameServer reachable, or a malformed answer.
+        """
+        resp = await self.namesrv_invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            raise BrokerError(resp.code, resp.remark, "namesrv")
+        try:
+            return TopicRoute.from_json(topic, json_body.loads(resp.body))
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+            raise ClientError(f"malformed route of topic {topic}: {exc}") from exc
+
+    async def update_route(self, topic: str) -> TopicRoute | None:
+        """Fetch the topic's route, keep it and tell the members when it changed."""
+        route = await self.fetch_route(topic)
+        if route is None:
+            return None
+        old = self.routes.get(topic)
+        self.routes[topic] = route
+        for name, addrs in route.broker_addrs.items():
+            self.broker_addrs[name] = addrs
+        if old is None or old != route:
+            for member in list(self.members):
+                member.on_route_changed(route)
+        return route
+
+    async def refresh_routes(self) -> None:
+        topics = {t for m in self.members for t in m.topics()}
+        for topic in topics:
+            try:
+                await self.update_route(topic)
+            except ClientError as exc:
+                log.warning("cannot refresh the route of %s: %s", topic, exc)
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def heartbeat_body(self) -> bytes:
+        producers: list[dict[str, Any]] = []
+        consumers: list[dict[str, Any]] = []
+        for member in self.members:
+            data = member.heartbeat_data()
+            (consumers if "consumeType" in data else producers).append(data)
+        return json_body.dumps(
+            {"clientID": self.client_id, "producerDataSet": producers, "consumerDataSet": consumers}
+        )
+
+    async def send_heartbeat(self) -> None:
+        """Heartbeat every master broker; a broker that fails is logged and skipped."""
+        body = self.heartbeat_body()
+        addrs = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
+
+        async def one(addr: str) -> None:
+            try:
+                await self.invoke(addr, RequestCode.HEART_BEAT, {}, body)
+            except (BrokerError, ConnectionError, TimeoutError) as exc:
+                log.info("heartbeat to %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in sorted(addrs)))
+
+    async def unregister(self, producer_group: str | None, consumer_group: str | None) -> None:
+        fields: dict[str, Any] = {"clientID": self.client_id}
+        if producer_group:
+            fields["producerGroup"] = producer_group
+        if consumer_group:
+            fields["consumerGroup"] = consumer_group
+        addrs = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
+
+        async def one(addr: str) -> None:
+            with contextlib.suppress(BrokerError, ConnectionError, TimeoutError):
+                await self.invoke(addr, RequestCode.UNREGISTER_CLIENT, fields)
+
+        await asyncio.gather(*(one(a) for a in sorted(addrs)))

@@ -1,0 +1,176 @@
+"""LitePullConsumer: the application polls (DefaultLitePullConsumer).
+
+Queues come from a subscription (rebalanced within the group like a push consumer) or from
+``assign``. Background pull tasks fill a buffer that ``poll`` drains; a polled message counts as
+consumed. With ``auto_commit`` its offset is committed by the next persist (every 5 s) and on
+shutdown; without it, ``commit_sync`` commits what was polled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from pocketmq.client.consumer import (
+    ConsumeFromWhere,
+    MessageModel,
+    ProcessQueue,
+    _RebalancingConsumer,
+)
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.pull import Subscription
+from pocketmq.client.route import AllocateStrategy, MessageQueue, allocate_averagely
+from pocketmq.errors import ClientError
+from pocketmq.protocol.message import MessageExt
+
+
+class LitePullConsumer(_RebalancingConsumer):
+    consume_type = "CONSUME_ACTIVELY"
+    consumes_retry_topic = False
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str] = "127.0.0.1:9876",
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate: AllocateStrategy = allocate_averagely,
+        auto_commit: bool = True,
+        pull_batch_size: int = 10,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        rebalance_interval_s: float = 20.0,
+        persist_interval_s: float = 5.0,
+        broker_suspend_ms: int = 15000,
+        pull_delay_on_exception_s: float = 3.0,
+        instance_name: str | None = None,
+        local_offset_dir: Path | None = None,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        super().__init__(
+            group, namesrv_addr, message_model=message_model,
+            consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
+            allocate=allocate, pull_batch_size=pull_batch_size,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
+            rebalance_interval_s=rebalance_interval_s, persist_interval_s=persist_interval_s,
+            broker_suspend_ms=broker_suspend_ms,
+            pull_delay_on_exception_s=pull_delay_on_exception_s, instance_name=instance_name,
+            local_offset_dir=local_offset_dir, instance=instance,
+        )  # fmt: skip
+        self.auto_commit = auto_commit
+        self._assigned: set[MessageQueue] | None = None
+        self._buffer: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._polled: dict[MessageQueue, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Raises: ClientError: neither subscribed nor assigned."""
+        if self._running:
+            return
+        if not self.subscriptions:
+            raise ClientError("no subscription: call subscribe() or assign() first")
+        await self._start_base()
+
+    async def shutdown(self) -> None:
+        if not self._running:
+            return
+        await self._stop_base()
+        if self.auto_commit:
+            self._commit_polled()
+        await self._close_base()
+
+    async def __aenter__(self) -> LitePullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Pull exactly these queues: no rebalance, the group's other members are ignored."""
+        self._assigned = set(queues)
+        for mq in self._assigned:
+            self.subscriptions.setdefault(mq.topic, Subscription.parse(mq.topic, "*"))
+        if self._running:
+            self.rebalance_soon()
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """Raises: ClientError: the topic has no route."""
+        route = await self.instance.update_route(topic)
+        if route is None:
+            raise ClientError(f"The topic[{topic}] not exist")
+        return sorted(route.read_queues)
+
+    async def rebalance(self) -> None:
+        if self._assigned is None:
+            await super().rebalance()
+            return
+        self._rebalance_wake.clear()
+        for mq in [mq for mq in self.process_queues if mq not in self._assigned]:
+            await self._release(mq)
+        for mq in sorted(self._assigned - set(self.process_queues)):
+            if mq.topic not in self.instance.routes:
+                await self._try_update_route(mq.topic)
+            await self._take(mq)
+
+    # ------------------------------------------------------------------ polling
+
+    def on_pulled(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        self._buffer.put_nowait((pq, msgs))
+
+    async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
+        """The next pulled batch of one queue, or [] if nothing came within timeout_s."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return []
+            pq: ProcessQueue | None = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    pq, msgs = await self._buffer.get()
+            if pq is None:
+                return []
+            if pq.dropped or self.process_queues.get(pq.mq) is not pq:
+                continue  # the queue was released or sought since this batch was pulled
+            offset = pq.remove(msgs)
+            if offset >= 0:
+                self._polled[pq.mq] = offset
+                if self.auto_commit:
+                    self.offset_store.update(pq.mq, offset, increase_only=True)
+            return msgs
+
+    def _commit_polled(self) -> None:
+        for mq, offset in self._polled.items():
+            self.offset_store.update(mq, offset, increase_only=False)
+
+    async def commit_sync(self) -> None:
+        """Commit the offsets of everything polled so far, now."""
+        self._commit_polled()
+        await self.offset_store.persist_all(list(self.process_queues))
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset stored for the queue (-1 if none)."""
+        return await self.offset_store.read_from_store(mq)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Make the next polls of mq start at offset.
+
+        Raises:
+            ClientError: mq is not held by this consumer.
+        """
+        old = self.process_queues.get(mq)
+        if old is None:
+            raise ClientError(f"The message queue is not in assigned list, message queue: {mq}")
+        old.drop()
+        self._polled.pop(mq, None)
+        self.offset_store.update(mq, offset, increase_only=False)
+        pq = ProcessQueue(mq, offset)
+        self.process_queues[mq] = pq
+        pq.task = asyncio.create_task(self._pull_loop(pq))

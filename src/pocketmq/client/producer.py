@@ -1,0 +1,478 @@
+"""Producer: sync, async, one-way, batch and ordered sends (DefaultMQProducer).
+
+A send picks a queue of the topic's route (cached, refreshed every 30 s and whenever a topic is
+new), sends it to that queue's master and, if that fails, retries on another queue, avoiding the
+broker that just failed. Retries are bounded by ``retry_times`` (2, so 3 attempts) and by the
+send timeout, which covers every attempt together. Topics unknown to the NameServer are sent with
+the route of ``TBW102`` so that a broker with autoCreateTopicEnable creates them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pocketmq.client.fault import QueueSelector
+from pocketmq.client.ids import client_id, default_instance_name, new_message_id
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.route import MessageQueue, TopicRoute
+from pocketmq.errors import BrokerError, ClientError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import Message as Message
+from pocketmq.protocol.message import (
+    MessageConst,
+    SysFlag,
+    encode_properties,
+    java_string_hash,
+)
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+MAX_TOPIC_LENGTH = 127
+# A broker answering these may serve the next attempt on another broker (sendDefaultImpl).
+RETRYABLE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_")
+
+
+def message(
+    topic: str,
+    body: bytes | str,
+    *,
+    tags: str | None = None,
+    keys: str | Sequence[str] | None = None,
+    properties: dict[str, str] | None = None,
+    flag: int = 0,
+) -> Message:
+    """A Message with its tags, keys (several are joined by spaces, as RocketMQ does) and
+    user properties."""
+    props = dict(properties or {})
+    if tags:
+        props[MessageConst.TAGS] = tags
+    if keys:
+        props[MessageConst.KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+    return Message(topic, body.encode() if isinstance(body, str) else body, flag, props)
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_SEND_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str  # the client's UNIQ_KEY (comma-separated for a batch)
+    offset_msg_id: str  # the broker's id: store host + commitlog offset
+    message_queue: MessageQueue
+    queue_offset: int
+
+
+# (queues, message, arg) -> queue
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """SelectMessageQueueByHash: abs(arg.hashCode()) % queues, with Java's String hash so that a
+    key lands on the same queue as from a Java producer."""
+    h = java_string_hash(arg) if isinstance(arg, str) else hash(arg)
+    return queues[abs(h) % len(queues)]
+
+
+class CommunicationMode(enum.Enum):
+    SYNC = "SYNC"
+    ASYNC = "ASYNC"
+    ONEWAY = "ONEWAY"
+
+
+def check_topic(topic: str) -> None:
+    """Validators.checkTopic.
+
+    Raises:
+        ClientError: what is wrong with the name.
+    """
+    if not topic or not topic.strip():
+        raise ClientError("The specified topic is blank.")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise ClientError(
+            f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}."
+        )
+    if not set(topic) <= _TOPIC_CHARS:
+        raise ClientError(
+            f"The specified topic[{topic}] contains illegal characters, allowing only "
+            "^[%|a-zA-Z0-9_-]+$"
+        )
+    if topic == AUTO_CREATE_TOPIC_KEY:
+        raise ClientError(f"The topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.")
+
+
+def encode_batch(messages: Sequence[Message]) -> bytes:
+    """MessageDecoder.encodeMessages: the body of a SEND_BATCH_MESSAGE."""
+    parts = []
+    for m in messages:
+        props = encode_properties(m.properties).encode()
+        size = 4 + 4 + 4 + 4 + 4 + len(m.body) + 2 + len(props)
+        parts.append(struct.pack(">iiiii", size, 0, 0, m.flag, len(m.body)))
+        parts.append(m.body)
+        parts.append(struct.pack(">h", len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        namesrv_addr: str | list[str] = "127.0.0.1:9876",
+        *,
+        send_timeout_ms: int = 3000,
+        retry_times: int = 2,
+        retry_times_async: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        send_latency_fault_enable: bool = False,
+        compress_over_bytes: int = 4096,
+        compress_level: int = 5,
+        max_message_size: int = 4 * 1024 * 1024,
+        default_topic_queue_nums: int = 4,
+        instance_name: str | None = None,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        self.group = group
+        self.send_timeout_ms = send_timeout_ms
+        self.retry_times = retry_times
+        self.retry_times_async = retry_times_async
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.compress_over_bytes = compress_over_bytes
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.selector = QueueSelector(send_latency_fault_enable)
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(
+            namesrv_addr, client_id(instance_name or default_instance_name())
+        )
+        self._publish: dict[str, TopicRoute] = {}
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self.instance.members.append(self)
+        await self.instance.start()
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self.instance.members.remove(self)
+        await self.instance.unregister(self.group, None)
+        if self._own_instance:
+            await self.instance.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # ClientMember
+    def topics(self) -> set[str]:
+        return set(self._publish)
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        return {"groupName": self.group}
+
+    def on_route_changed(self, route: TopicRoute) -> None:
+        if route.topic in self._publish or route.topic == AUTO_CREATE_TOPIC_KEY:
+            self._publish[route.topic] = route
+
+    # ------------------------------------------------------------------ public API
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer, retrying on another broker on failure.
+
+        With ``queue`` or ``selector`` (ordered sends) there is exactly one attempt, since
+        another queue would break the order.
+
+        Raises:
+            ClientError: invalid message, no route, or every attempt failed.
+            BrokerError: a broker refused the message with a non-retryable code.
+        """
+        result = await self._send(msg, CommunicationMode.SYNC, queue, selector, arg, timeout_ms)
+        assert result is not None
+        return result
+
+    async def send_async(self, msg: Message, *, timeout_ms: int | None = None) -> SendResult:
+        """Like send, with ``retry_times_async`` retries (the Java async mode)."""
+        result = await self._send(msg, CommunicationMode.ASYNC, None, None, None, timeout_ms)
+        assert result is not None
+        return result
+
+    async def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Write the message without waiting for any answer: no result, no retry."""
+        await self._send(msg, CommunicationMode.ONEWAY, queue, selector, arg, None)
+
+    async def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one request, stored together in one queue.
+
+        Raises:
+            ClientError: empty batch, mixed topics, delayed or retry-topic messages, too big.
+        """
+        if not messages:
+            raise ClientError("the batch is empty")
+        topic = messages[0].topic
+        for m in messages:
+            if m.topic != topic:
+                raise ClientError("The topic of the messages in one batch should be the same")
+            if m.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                raise ClientError("TimeDelayLevel is not supported for batching")
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                raise ClientError("Retry Group is not supported for batching")
+            if not m.body:
+                raise ClientError("the message body length is zero")
+        inner = []
+        for m in messages:
+            props = dict(m.properties)
+            props.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_message_id())
+            inner.append(Message(topic, m.body, m.flag, props))
+        batch = Message(topic, encode_batch(inner))
+        uniq = ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in inner)
+        result = await self._send(
+            batch, CommunicationMode.SYNC, queue, None, None, timeout_ms, batch_ids=uniq
+        )
+        assert result is not None
+        return result
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        return list((await self._publish_route(topic)).write_queues)
+
+    # ------------------------------------------------------------------ send path
+
+    def _check_message(self, msg: Message) -> None:
+        check_topic(msg.topic)
+        if not msg.body:
+            raise ClientError("the message body length is zero")
+        if len(msg.body) > self.max_message_size:
+            raise ClientError(f"the message body size over max value, MAX: {self.max_message_size}")
+
+    async def _publish_route(self, topic: str) -> TopicRoute:
+        """The route to send a topic with (tryToFindTopicPublishInfo).
+
+        Raises:
+            ClientError: neither the topic nor TBW102 has a writable route.
+        """
+        route = self._publish.get(topic)
+        if route is not None and route.write_queues:
+            return route
+        self._publish.setdefault(topic, TopicRoute(topic, {}))
+        fetched = await self.instance.update_route(topic)
+        if fetched is not None and fetched.write_queues:
+            self._publish[topic] = fetched
+            return fetched
+        default = await self.instance.fetch_route(AUTO_CREATE_TOPIC_KEY)
+        if default is not None and default.write_queues:
+            # The default topic's brokers create the topic on first send, with at most
+            # default_topic_queue_nums queues.
+            queues = [
+                MessageQueue(topic, q.broker_name, q.queue_id)
+                for q in default.write_queues
+                if q.queue_id < self.default_topic_queue_nums
+            ]
+            for name, addrs in default.broker_addrs.items():
+                self.instance.broker_addrs.setdefault(name, addrs)
+            return TopicRoute(topic, default.broker_addrs, queues, [])
+        raise ClientError(
+            f"No route info of this topic: {topic}, see "
+            "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+        )
+
+    async def _send(
+        self,
+        msg: Message,
+        mode: CommunicationMode,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        timeout_ms: int | None,
+        *,
+        batch_ids: str | None = None,
+    ) -> SendResult | None:
+        if not self._started:
+            raise ClientError(
+                "The producer service state not OK, maybe started once or not started"
+            )
+        self._check_message(msg)
+        timeout = timeout_ms if timeout_ms is not None else self.send_timeout_ms
+        begin = time.monotonic()
+        route = await self._publish_route(msg.topic)
+        if batch_ids is None:
+            msg.properties.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_message_id())
+        if queue is not None or selector is not None:
+            if selector is not None:
+                queue = selector(route.write_queues, msg, arg)
+            assert queue is not None
+            cost = (time.monotonic() - begin) * 1000
+            if cost >= timeout:
+                raise ClientError("sendSelectImpl call timeout")
+            return await self._send_kernel(msg, queue, route, mode, timeout - cost, batch_ids)
+
+        total = 1
+        if mode is CommunicationMode.SYNC:
+            total += self.retry_times
+        elif mode is CommunicationMode.ASYNC:
+            total += self.retry_times_async
+        last_broker: str | None = None
+        brokers_sent: list[str] = []
+        error: Exception | None = None
+        for _ in range(total):
+            mq = self.selector.select(route.write_queues, last_broker)
+            brokers_sent.append(mq.broker_name)
+            start = time.monotonic()
+            cost = (start - begin) * 1000
+            if cost >= timeout:
+                error = TimeoutError(f"send timed out after {cost:.0f} ms")
+                break
+            try:
+                result = await self._send_kernel(msg, mq, route, mode, timeout - cost, batch_ids)
+            except (ConnectionError, TimeoutError, ClientError) as exc:
+                self._record(mq, start, isolation=True)
+                error, last_broker = exc, mq.broker_name
+                log.info("send to %s failed, %s", mq, exc)
+                if isinstance(exc, BrokerError) and exc.code not in RETRYABLE_CODES:
+                    raise
+                if isinstance(exc, BrokerError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    route = await self._publish_route(msg.topic)
+                continue
+            self._record(mq, start, isolation=False)
+            if (
+                result is not None
+                and result.status is not SendStatus.SEND_OK
+                and self.retry_another_broker_when_not_store_ok
+            ):
+                last_broker = mq.broker_name
+                continue
+            return result
+        raise ClientError(
+            f"Send [{len(brokers_sent)}] times, still failed, cost "
+            f"[{(time.monotonic() - begin) * 1000:.0f}]ms, Topic: {msg.topic}, "
+            f"BrokersSent: {brokers_sent}: {error}"
+        ) from error
+
+    def _record(self, mq: MessageQueue, start: float, *, isolation: bool) -> None:
+        self.selector.update_fault_item(
+            mq.broker_name, (time.monotonic() - start) * 1000, isolation
+        )
+
+    async def _send_kernel(
+        self,
+        msg: Message,
+        mq: MessageQueue,
+        route: TopicRoute,
+        mode: CommunicationMode,
+        timeout_ms: float,
+        batch_ids: str | None,
+    ) -> SendResult | None:
+        addr = self.instance.master_addr(mq.broker_name) or route.master(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(msg.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        body, sys_flag = msg.body, 0
+        if batch_ids is None and len(body) > self.compress_over_bytes:
+            body, sys_flag = zlib.compress(body, self.compress_level), SysFlag.COMPRESSED
+        props = dict(msg.properties)
+        reconsume_times, max_reconsume = 0, None
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # A consumer re-sending a failed message: the counters travel in the header.
+            reconsume_times = int(props.pop(MessageConst.RECONSUME_TIME, "0") or 0)
+            max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
+        if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+            sys_flag |= SysFlag.TRANSACTION_PREPARED_TYPE
+        # SendMessageRequestHeaderV2: the one-letter field names RocketMQ clients send.
+        header: dict[str, Any] = {
+            "a": self.group,
+            "b": msg.topic,
+            "c": AUTO_CREATE_TOPIC_KEY,
+            "d": self.default_topic_queue_nums,
+            "e": mq.queue_id,
+            "f": sys_flag,
+            "g": int(time.time() * 1000),
+            "h": msg.flag,
+            "i": encode_properties(props),
+            "j": reconsume_times,
+            "k": False,
+            "m": batch_ids is not None,
+        }
+        if max_reconsume is not None:
+            header["l"] = int(max_reconsume)
+        code = (
+            RequestCode.SEND_BATCH_MESSAGE if batch_ids is not None else RequestCode.SEND_MESSAGE_V2
+        )
+        if mode is CommunicationMode.ONEWAY:
+            await self.instance.invoke_oneway(addr, code, header, body)
+            return None
+        resp = await self.instance.invoke(
+            addr, code, header, body, timeout_s=timeout_ms / 1000, ok=tuple(_SEND_STATUS)
+        )
+        f = resp.ext_fields
+        return SendResult(
+            status=_SEND_STATUS[resp.code],
+            msg_id=batch_ids or msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+            offset_msg_id=str(f.get("msgId", "")),
+            message_queue=MessageQueue(
+                mq.topic, mq.broker_name, int(f.get("queueId", mq.queue_id))
+            ),
+            queue_offset=int(f.get("queueOffset", -1)),
+        )

@@ -1,0 +1,168 @@
+"""Subscriptions and the pull request shared by the push and the lite pull consumer
+(PullAPIWrapper): send PULL_MESSAGE, decode the found messages, recheck their tags."""
+
+from __future__ import annotations
+
+import enum
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.route import MessageQueue
+from pocketmq.errors import ClientError, ProtocolError
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message, tags_code
+
+SUB_ALL = "*"
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+
+@dataclass(slots=True)
+class Subscription:
+    """SubscriptionData for a tag expression: ``"*"`` or ``"TagA || TagB"``."""
+
+    topic: str
+    expression: str = SUB_ALL
+    tags: frozenset[str] = frozenset()
+    version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    @classmethod
+    def parse(cls, topic: str, expression: str | None) -> Subscription:
+        """Raises: ClientError: the expression has no tag in it."""
+        expr = (expression or "").strip()
+        if expr in ("", SUB_ALL):
+            return cls(topic, SUB_ALL)
+        tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
+        if not tags:
+            raise ClientError(f"subString split error: {expression!r} has no tag")
+        return cls(topic, expr, tags)
+
+    def matches(self, msg: MessageExt) -> bool:
+        return not self.tags or msg.tags in self.tags
+
+    def to_json(self) -> dict[str, Any]:
+        tags = sorted(self.tags)
+        return {
+            "classFilterMode": False,
+            "topic": self.topic,
+            "subString": self.expression,
+            "tagsSet": tags,
+            "codeSet": [tags_code(t) for t in tags],
+            "subVersion": self.version,
+            "expressionType": "TAG",
+        }
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
+    """Decode the records of a pull answer, as a consumer sees them: bodies inflated, the
+    message id is the producer's UNIQ_KEY, a retry message shows its original topic.
+
+    Raises:
+        ClientError: the body does not decode.
+    """
+    out = []
+    view = memoryview(body)
+    pos = 0
+    try:
+        while pos < len(body):
+            size = struct.unpack_from(">i", body, pos)[0]
+            if size <= 0 or pos + size > len(body):
+                raise ProtocolError(f"record at byte {pos} says {size} bytes")
+            msg = decode_message(view[pos : pos + size])
+            pos += size
+            if msg.sys_flag & SysFlag.COMPRESSED:
+                msg.body = zlib.decompress(msg.body)
+            msg.msg_id = msg.uniq_key or msg.msg_id
+            retry_topic = msg.properties.get(MessageConst.RETRY_TOPIC)
+            if retry_topic and mq.topic.startswith("%RETRY%"):
+                msg.topic = retry_topic
+            out.append(msg)
+    except (ProtocolError, zlib.error, struct.error) as exc:
+        raise ClientError(f"cannot decode messages pulled from {mq}: {exc}") from exc
+    return out
+
+
+async def pull(
+    instance: ClientInstance,
+    addr: str,
+    group: str,
+    mq: MessageQueue,
+    sub: Subscription,
+    offset: int,
+    max_nums: int,
+    *,
+    commit_offset: int = -1,
+    suspend_ms: int = 0,
+    timeout_s: float = 10.0,
+) -> PullResult:
+    """One PULL_MESSAGE; the broker holds it up to suspend_ms when there is nothing new.
+
+    Raises:
+        BrokerError: an error code (no topic, no permission, ...).
+        ConnectionError, TimeoutError: no answer.
+        ClientError: the answer does not decode.
+    """
+    sys_flag = PULL_FLAG_SUBSCRIPTION
+    if commit_offset > 0:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    if suspend_ms > 0:
+        sys_flag |= PULL_FLAG_SUSPEND
+    resp = await instance.invoke(
+        addr,
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_nums,
+            "sysFlag": sys_flag,
+            "commitOffset": max(commit_offset, 0),
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": sub.expression,
+            "subVersion": sub.version,
+            "expressionType": "TAG",
+        },
+        timeout_s=timeout_s,
+        ok=tuple(_PULL_STATUS),
+    )
+    f = resp.ext_fields
+    status = _PULL_STATUS[resp.code]
+    try:
+        next_begin = int(f["nextBeginOffset"])
+        min_offset, max_offset = int(f.get("minOffset", 0)), int(f.get("maxOffset", 0))
+    except (KeyError, ValueError) as exc:
+        raise ClientError(f"pull answer from {addr} lacks offsets: {exc}") from exc
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND:
+        messages = [m for m in decode_messages(resp.body, mq) if sub.matches(m)]
+    return PullResult(status, next_begin, min_offset, max_offset, messages)
