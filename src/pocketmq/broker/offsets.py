@@ -1,6 +1,8 @@
 """Consumer offsets (ConsumerOffsetManager), persisted in {store}/config/consumerOffset.json.
 
 Keyed ``topic@group`` -> {queue id: next offset to consume}, as RocketMQ writes the file.
+Pull offsets (where each group's last pull of a queue got to) are kept in memory only, as in
+RocketMQ: they only feed GET_CONSUME_STATS and start empty after a restart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ class ConsumerOffsetManager:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.table: dict[str, dict[int, int]] = {}
+        self.pull_table: dict[str, dict[int, int]] = {}
         self._dirty = False
 
     def load(self) -> None:
@@ -36,3 +39,20 @@ class ConsumerOffsetManager:
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 if none."""
         return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def commit_pull(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.pull_table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+
+    def query_pull(self, group: str, topic: str, queue_id: int) -> int:
+        """Where the group's last pull of the queue got to, else its committed offset, else -1."""
+        offset = self.pull_table.get(f"{topic}@{group}", {}).get(queue_id)
+        return self.query(group, topic, queue_id) if offset is None else offset
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """The topics the group has committed offsets for (whichTopicByConsumer)."""
+        topics: set[str] = set()
+        for key in self.table:
+            parts = key.split("@")
+            if len(parts) == 2 and parts[1] == group:
+                topics.add(parts[0])
+        return topics

@@ -84,6 +84,7 @@ class BrokerProcessors:
             (RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic),
             (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
+            (RequestCode.GET_CONSUME_STATS, self.get_consume_stats),
             (RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq),
             (RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq),
         ):
@@ -253,6 +254,7 @@ class BrokerProcessors:
             if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0 or not channel.is_open:
                 break
             await self.broker.pull_hold.wait(topic, queue_id, offset, remaining)
+        self.broker.offsets.commit_pull(group, topic, queue_id, result.next_begin_offset)
         return cmd.response(
             code,
             None if code == ResponseCode.SUCCESS else result.status.value,
@@ -441,3 +443,44 @@ class BrokerProcessors:
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.topics.wrapper()))
+
+    def _consume_stats_topics(self, cmd: RemotingCommand, group: str) -> set[str]:
+        listed = {t for t in cmd.ext_fields.get("topicList", "").split(";") if t}
+        if listed:
+            # A list is taken as it is, without the subscription check below.
+            return listed
+        topic = cmd.ext_fields.get("topic", "")
+        topics = {topic} if topic.strip() else self.broker.offsets.topics_of_group(group)
+        info = self.broker.consumers.groups.get(group)
+        if info is not None and info.subscriptions:
+            # While the group is online, topics it no longer subscribes to are left out.
+            topics = {t for t in topics if t in info.subscriptions}
+        return topics
+
+    def get_consume_stats(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = get_str(cmd, "consumerGroup")
+        offsets = self.broker.offsets
+        table: dict[str, dict[str, int]] = {}
+        for topic in sorted(self._consume_stats_topics(cmd, group)):
+            cfg = self.topics.get(topic)
+            if cfg is None:
+                continue
+            for queue_id in range(cfg.read_queue_nums):
+                consumer_offset = max(offsets.query(group, topic, queue_id), 0)
+                last_ms = 0
+                if consumer_offset > 0:
+                    # When the last consumed message was stored; the store says -1 once it is gone.
+                    last_ms = self.store.get_message_store_timestamp(
+                        topic, queue_id, consumer_offset - 1
+                    )
+                key = json_body.message_queue_key(topic, self.broker.config.broker_name, queue_id)
+                table[key] = {
+                    "brokerOffset": max(self.store.get_max_offset_in_queue(topic, queue_id), 0),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": max(last_ms, 0),
+                    "pullOffset": max(consumer_offset, offsets.query_pull(group, topic, queue_id)),
+                }
+        # No per-group get rates are kept (RocketMQ's BrokerStatsManager), so the TPS is 0.
+        body = {"consumeTps": 0.0, "offsetTable": table}
+        # mqadmin and other RocketMQ-aware readers were written against fastjson's bean keys.
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps_object_keys(body))
