@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageExt, decode_message, encode_properties
@@ -297,39 +298,54 @@ def consume_message(namesrv: str, topic: str, count: int, tags: str) -> None:
 
 @admin.command("consumer-progress")
 @click.option("-g", "--group", required=True, help="Consumer group.")
-@click.option("-t", "--topic", required=True)
+@click.option("-t", "--topic", default=None, help="Only this topic (default: all of the group's).")
 @click.pass_obj
-def consumer_progress(namesrv: str, group: str, topic: str) -> None:
-    """Per queue: the broker's max offset, the group's committed offset and the lag."""
+def consumer_progress(namesrv: str, group: str, topic: str | None) -> None:
+    """Per queue: the broker's max offset, the group's committed offset, the lag and when the
+    last consumed message was stored (GET_CONSUME_STATS on every master broker)."""
 
-    async def go(c: RemotingClient) -> list[tuple[str, int, int, int]]:
-        route = await _route(c, namesrv, topic)
-        addrs = {b["brokerName"]: b["brokerAddrs"].get("0") for b in route["brokerDatas"]}
-        rows = []
-        for q in route["queueDatas"]:
-            addr = addrs.get(q["brokerName"])
-            if addr is None:
-                continue
-            for qid in range(q["readQueueNums"]):
-                fields = {"topic": topic, "queueId": qid}
-                resp = await _call(c, addr, RequestCode.GET_MAX_OFFSET, fields)
-                broker_offset = int(resp.ext_fields["offset"])
-                resp = await _call(
-                    c, addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                    {**fields, "consumerGroup": group}, ok=(0, ResponseCode.QUERY_NOT_FOUND),
-                )  # fmt: skip
-                consumer_offset = int(resp.ext_fields.get("offset", -1))
-                rows.append((q["brokerName"], qid, broker_offset, consumer_offset))
-        return rows
+    # (topic, broker name, queue id, broker offset, consumer offset, last timestamp ms)
+    Row = tuple[str, str, int, int, int, int]
+
+    async def go(c: RemotingClient) -> list[Row]:
+        fields = {"consumerGroup": group, **({"topic": topic} if topic else {})}
+        rows: list[Row] = []
+        for addr in await _masters(c, namesrv, None):
+            resp = await _call(c, addr, RequestCode.GET_CONSUME_STATS, fields)
+            try:
+                for key, w in json_body.loads(resp.body)["offsetTable"].items():
+                    rows.append(
+                        (
+                            *json_body.parse_message_queue_key(key),
+                            int(w["brokerOffset"]),
+                            int(w["consumerOffset"]),
+                            int(w.get("lastTimestamp", 0)),
+                        )
+                    )
+            except (RemoteProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise AdminError(f"{addr} sent a bad consume stats body: {exc!r}") from exc
+        return sorted(rows)
 
     rows = _run(go)
+    if not rows:
+        raise AdminError(
+            f"no consume stats for group {group}{' and topic ' + topic if topic else ''}: "
+            "no master broker reported a queue"
+        )
     click.echo(
-        f"{'broker':<20} {'queue':>5} {'broker offset':>14} {'consumer offset':>16} {'lag':>8}"
+        f"{'topic':<32} {'broker':<20} {'queue':>5} {'broker offset':>14} "
+        f"{'consumer offset':>16} {'lag':>8}  last time"
     )
     total = 0
-    for name, qid, broker_offset, consumer_offset in rows:
-        lag = broker_offset - max(consumer_offset, 0)
+    for mq_topic, name, qid, broker_offset, consumer_offset, last_ms in rows:
+        lag = broker_offset - consumer_offset
         total += lag
-        shown = str(consumer_offset) if consumer_offset >= 0 else "-"
-        click.echo(f"{name:<20} {qid:>5} {broker_offset:>14} {shown:>16} {lag:>8}")
+        # Local time, as mqadmin prints it.
+        last = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last_ms / 1000)) if last_ms else "N/A"
+        )
+        click.echo(
+            f"{mq_topic:<32} {name:<20} {qid:>5} {broker_offset:>14} {consumer_offset:>16} "
+            f"{lag:>8}  {last}"
+        )
     click.echo(f"total lag: {total}")
