@@ -3,6 +3,19 @@
 One handler per request code (DefaultRequestProcessor). State lives in a RouteTable; the KV
 config is persisted to ``kv_config_path`` (JSON, written atomically). Brokers silent for 120 s
 are dropped by a scan every ``scan_interval_ms``, and those whose connection closes at once.
+
+A REGISTER_BROKER body is RegisterBrokerBody as JSON, or, when the header says
+``compressed=true`` (a Java broker with compressedRegister=true), a zlib stream (RFC 1950, as
+java.util.zip.Deflater writes it) that inflates to, all integers big-endian int32:
+
+    length (4) | DataVersion JSON
+    count (4)  | count x ( length (4) | TopicConfig text )
+    length (4) | filter server list JSON (an array of strings)
+    count (4)  | count x ( length (4) | TopicQueueMappingInfo JSON )   only from brokers >= 5.0.0
+
+A TopicConfig text (TopicConfig.encode) is single-space separated:
+``name readQueueNums writeQueueNums perm topicFilterType [attributes JSON]``; it carries no
+topicSysFlag, which so reads as 0.
 """
 
 from __future__ import annotations
@@ -10,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import time
 import zlib
 from dataclasses import dataclass
@@ -17,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.conf import fields_from_properties, read_properties
-from pocketmq.errors import RequestError, StoreError
+from pocketmq.errors import RemoteProtocolError, RequestError, StoreError
 from pocketmq.namesrv.route_table import BROKER_EXPIRE_MS, RouteTable
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -29,6 +43,14 @@ from pocketmq.store.config_file import read_json, write_json_atomic
 log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG_NS = "ORDER_TOPIC_CONFIG"
+# MQVersion.Version.V5_0_0.ordinal(): brokers from 5.0 on append their static topics' queue
+# mappings to a compressed registration body, older ones end it after the filter servers.
+V5_0_0 = 413
+# Bounds what a registration body may inflate to, against a zlib bomb; a topic config takes
+# well under 100 bytes, so this is room for over half a million topics.
+MAX_INFLATED_REGISTER_BODY_BYTES = 64 << 20
+_TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
+_INT32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +73,132 @@ class NamesrvConfig:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerBody:
+    """What a REGISTER_BROKER body says: topic configs by name (in the JSON TopicConfig
+    shape), the broker's DataVersion and its filter servers."""
+
+    topic_configs: dict[str, dict[str, Any]]
+    data_version: dict[str, Any]
+    filter_servers: list[str]
+
+
+def _bad_body(detail: str) -> RequestError:
+    return RequestError(ResponseCode.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {detail}")
+
+
+def decode_register_body(body: bytes, compressed: bool, broker_version: int) -> RegisterBrokerBody:
+    """Decode a REGISTER_BROKER body, JSON or compressed (see the module docstring).
+
+    Args:
+        body: the request body; empty means no topics.
+        compressed: the request header's ``compressed`` field.
+        broker_version: the request's version (an MQVersion ordinal).
+
+    Raises:
+        RequestError: SYSTEM_ERROR naming what is wrong with the body.
+    """
+    if not body:
+        return RegisterBrokerBody({}, {}, [])
+    if compressed:
+        return _decode_compressed(body, broker_version)
+    try:
+        data = json_body.loads(body)
+    except RemoteProtocolError as exc:
+        raise _bad_body(str(exc)) from exc
+    if not isinstance(data, dict):
+        raise _bad_body("not a JSON object")
+    wrapper = data.get("topicConfigSerializeWrapper") or {}
+    return RegisterBrokerBody(
+        dict(wrapper.get("topicConfigTable") or {}),
+        dict(wrapper.get("dataVersion") or {}),
+        list(data.get("filterServerList") or []),
+    )
+
+
+class _Inflated:
+    """Reads the length-prefixed fields of an inflated compressed body, refusing short ones."""
+
+    def __init__(self, body: bytes) -> None:
+        inflater = zlib.decompressobj()
+        try:
+            self.data = inflater.decompress(body, MAX_INFLATED_REGISTER_BODY_BYTES)
+        except zlib.error as exc:
+            raise _bad_body(f"not a zlib stream ({exc})") from exc
+        if inflater.unconsumed_tail:
+            raise _bad_body(f"inflates to more than {MAX_INFLATED_REGISTER_BODY_BYTES} bytes")
+        # As Java's InflaterInputStream, a stream cut short is only an error if a field is.
+        self.complete = inflater.eof
+        self.pos = 0
+
+    def _take(self, size: int, what: str) -> bytes:
+        if self.pos + size > len(self.data):
+            cut = "" if self.complete else " (the compressed stream is cut short)"
+            raise _bad_body(
+                f"truncated: {what} needs {size} bytes at offset {self.pos}, "
+                f"{len(self.data) - self.pos} left{cut}"
+            )
+        chunk = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return chunk
+
+    def count(self, what: str) -> int:
+        value: int = _INT32.unpack(self._take(4, f"the {what}"))[0]
+        if value < 0:
+            raise _bad_body(f"the {what} at offset {self.pos - 4} is negative ({value})")
+        return value
+
+    def chunk(self, what: str) -> bytes:
+        return self._take(self.count(f"length of {what}"), what)
+
+    def json(self, what: str) -> Any:
+        try:
+            return json_body.loads(self.chunk(what))
+        except RemoteProtocolError as exc:
+            raise _bad_body(f"{what}: {exc}") from exc
+
+
+def _decode_compressed(body: bytes, broker_version: int) -> RegisterBrokerBody:
+    inflated = _Inflated(body)
+    data_version = inflated.json("the data version")
+    if not isinstance(data_version, dict):
+        raise _bad_body("the data version is not a JSON object")
+    topic_configs: dict[str, dict[str, Any]] = {}
+    for i in range(inflated.count("topic count")):
+        cfg = _topic_config(inflated.chunk(f"topic config {i}"))
+        topic_configs[cfg["topicName"]] = cfg
+    filter_servers = inflated.json("the filter server list")
+    if not isinstance(filter_servers, list) or not all(isinstance(f, str) for f in filter_servers):
+        raise _bad_body("the filter server list is not a JSON array of strings")
+    if broker_version >= V5_0_0:
+        mappings = [
+            inflated.json(f"topic queue mapping {i}")
+            for i in range(inflated.count("topic queue mapping count"))
+        ]
+        if mappings:
+            # Static topics are not supported: their logical queues are left out of routes.
+            log.warning("ignoring the queue mappings of %d static topics", len(mappings))
+    return RegisterBrokerBody(topic_configs, data_version, filter_servers)
+
+
+def _topic_config(text: bytes) -> dict[str, Any]:
+    # The attributes (a sixth field) are dropped: nothing in a route carries them.
+    try:
+        name, read, write, perm, filter_type = text.decode().split(" ", 5)[:5]
+        cfg = {
+            "topicName": name,
+            "readQueueNums": int(read),
+            "writeQueueNums": int(write),
+            "perm": int(perm),
+            "topicFilterType": filter_type,
+        }
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _bad_body(f"bad topic config {text[:200]!r}: {exc}") from exc
+    if not name or filter_type not in _TOPIC_FILTER_TYPES:
+        raise _bad_body(f"bad topic config {text[:200]!r}")
+    return cfg
 
 
 class NameServer:
@@ -131,31 +279,16 @@ class NameServer:
         crc = get_int(cmd, "bodyCrc32", 0)
         if crc and cmd.body and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if get_bool(cmd, "compressed"):
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR,
-                "compressed registration bodies are not supported: set compressedRegister=false",
-            )
-        topic_configs: dict[str, dict[str, Any]] = {}
-        data_version: dict[str, Any] = {}
-        filter_servers: list[str] = []
-        if cmd.body:
-            body = json_body.loads(cmd.body)
-            if not isinstance(body, dict):
-                raise RequestError(ResponseCode.SYSTEM_ERROR, "register body is not an object")
-            wrapper = body.get("topicConfigSerializeWrapper") or {}
-            topic_configs = dict(wrapper.get("topicConfigTable") or {})
-            data_version = dict(wrapper.get("dataVersion") or {})
-            filter_servers = list(body.get("filterServerList") or [])
+        body = decode_register_body(cmd.body, get_bool(cmd, "compressed"), cmd.version)
         result = self.routes.register_broker(
             cluster=cluster,
             broker_addr=broker_addr,
             broker_name=broker_name,
             broker_id=broker_id,
             ha_server_addr=ha_addr,
-            topic_configs=topic_configs,
-            data_version=data_version,
-            filter_servers=filter_servers,
+            topic_configs=body.topic_configs,
+            data_version=body.data_version,
+            filter_servers=body.filter_servers,
             now_ms=_now_ms(),
             conn_id=channel,
             expire_ms=expire,
