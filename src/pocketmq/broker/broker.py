@@ -22,6 +22,8 @@ from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
+from pocketmq.broker.schedule import ScheduleMessageService
+from pocketmq.broker.subscription_groups import SubscriptionGroupManager
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -39,6 +41,8 @@ class Broker:
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.offsets: ConsumerOffsetManager
+        self.subscription_groups: SubscriptionGroupManager
+        self.schedule: ScheduleMessageService
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager()
@@ -74,7 +78,15 @@ class Broker:
         self.topics.persist()
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.offsets.load()
-        self.store.on_message_arrived = self.pull_hold.notify
+        self.subscription_groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
+        )
+        self.subscription_groups.load()
+        self.schedule = ScheduleMessageService(
+            self.store, config_dir / "delayOffset.json", self.config.flush_delay_offset_interval
+        )
+        self.schedule.load()
+        self.store.on_message_arrived = self._on_message_arrived
         BrokerProcessors(self).register(self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
@@ -82,8 +94,13 @@ class Broker:
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
         self._tasks.append(asyncio.create_task(self._register_loop()))
+        await self.schedule.start()
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
+
+    def _on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        self.pull_hold.notify(topic, queue_id, queue_offset)
+        self.schedule.on_message_arrived(topic, queue_id, queue_offset)
 
     def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -161,6 +178,7 @@ class Broker:
     # ------------------------------------------------------------------ stop
 
     async def stop(self) -> None:
+        await self.schedule.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -34,6 +34,8 @@ class BrokerConfig:
     register_name_server_period: int = 30_000
     # Consumer offsets are persisted this often (ms).
     flush_consumer_offset_interval: int = 5_000
+    # How often delay-level progress is saved to delayOffset.json (ms).
+    flush_delay_offset_interval: int = 10_000
     long_polling_enable: bool = True
     # A pull without long polling (suspend flag unset) is held at most this long.
     short_polling_time_mills: int = 1_000

@@ -6,6 +6,7 @@ A client of a group holds a message queue while it renews the lock (clients do s
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 MessageQueueKey = tuple[str, str, int]  # topic, broker name, queue id
@@ -45,3 +46,11 @@ class RebalanceLockManager:
             lock = locks.get(mq)
             if lock is not None and lock.client_id == client_id:
                 del locks[mq]
+
+    def has_live_locks(self, group: str, now_ms: int | None = None) -> bool:
+        """Whether some client of the group holds an unexpired lock: an ordered group."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return any(
+            lock.last_update_ms + self.expire_ms >= now
+            for lock in self._table.get(group, {}).values()
+        )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
 from pocketmq.broker.topics import (
     AUTO_CREATE_TOPIC_KEY,
+    DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
     topic_error,
@@ -24,6 +25,7 @@ from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_int, get_str
 from pocketmq.protocol.message import (
+    MessageConst,
     MessageExt,
     decode_batch_body,
     decode_properties,
@@ -69,6 +71,7 @@ class BrokerProcessors:
             (RequestCode.SEND_MESSAGE, self.send_message),
             (RequestCode.SEND_MESSAGE_V2, self.send_message),
             (RequestCode.SEND_BATCH_MESSAGE, self.send_message),
+            (RequestCode.CONSUMER_SEND_MSG_BACK, self.consumer_send_msg_back),
             (RequestCode.PULL_MESSAGE, self.pull_message),
             (RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset),
             (RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset),
@@ -156,6 +159,9 @@ class BrokerProcessors:
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
             msgs = self._unbatch(base)
         else:
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                self._retry_or_dead_letter(cmd, base)
+            self.broker.schedule.rewrite(base)
             msgs = [base]
         result = await self.store.put_messages(msgs)
         code, remark = PUT_STATUS_CODES[result.status]
@@ -172,6 +178,84 @@ class BrokerProcessors:
                 "queueOffset": result.queue_offset,
             },
         )
+
+    def _retry_or_dead_letter(self, cmd: RemotingCommand, msg: MessageExt) -> None:
+        """A client sending to a retry topic itself (when CONSUMER_SEND_MSG_BACK failed): past
+        the group's maximum, or for an ordered group, the message goes to the DLQ instead."""
+        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sub = self.broker.subscription_groups.find(group)
+        if sub is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = get_int(cmd, "maxReconsumeTimes", sub.retry_max_times)
+        if msg.reconsume_times > max_times or self.broker.locks.has_live_locks(group):
+            self._to_dead_letter(group, msg)
+
+    def _to_dead_letter(self, group: str, msg: MessageExt) -> None:
+        msg.topic = DLQ_GROUP_TOPIC_PREFIX + group
+        msg.queue_id = 0
+        msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        self.topics.create_system_if_absent(msg.topic, 1, PERM_READ | PERM_WRITE)
+
+    async def consumer_send_msg_back(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """A consumer failed a message: store it again in the group's retry topic at a delay
+        level (3 + times retried, unless the client chose one), or in its DLQ past the maximum
+        or when the level is negative."""
+        group = get_str(cmd, "group")
+        sub = self.broker.subscription_groups.find(group)
+        if sub is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        if not self.broker.config.broker_permission & PERM_WRITE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
+            )
+        if sub.retry_queue_nums <= 0:
+            return cmd.response(ResponseCode.SUCCESS)  # the group wants no retries
+        offset = get_int(cmd, "offset")
+        origin = self.store.look_message_by_offset(offset)
+        if origin is None:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}"
+            )
+        props = dict(origin.properties)
+        props.setdefault(MessageConst.RETRY_TOPIC, origin.topic)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        origin_id = props.get(MessageConst.ORIGIN_MESSAGE_ID) or origin.uniq_key or origin.msg_id
+        props[MessageConst.ORIGIN_MESSAGE_ID] = origin_id
+        msg = MessageExt(
+            topic=RETRY_GROUP_TOPIC_PREFIX + group,
+            body=origin.body,
+            queue_id=random.randrange(sub.retry_queue_nums),
+            flag=origin.flag,
+            properties=props,
+            sys_flag=origin.sys_flag,
+            born_timestamp=origin.born_timestamp,
+            born_host=origin.born_host,
+            store_host=self.store.commitlog.store_host,
+            reconsume_times=origin.reconsume_times + 1,
+        )
+        max_times = get_int(cmd, "maxReconsumeTimes", sub.retry_max_times)
+        level = get_int(cmd, "delayLevel", 0)
+        if origin.reconsume_times >= max_times or level < 0:
+            self._to_dead_letter(group, msg)
+        else:
+            cfg = self.topics.create_system_if_absent(
+                msg.topic, sub.retry_queue_nums, PERM_READ | PERM_WRITE
+            )
+            msg.queue_id %= max(cfg.write_queue_nums, 1)
+            props[MessageConst.DELAY_TIME_LEVEL] = str(level or 3 + origin.reconsume_times)
+            self.broker.schedule.rewrite(msg)
+        result = await self.store.put_message(msg)
+        if not result.ok:
+            remark = PUT_STATUS_CODES[result.status][1]
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{remark} {result.detail}".strip())
+        return cmd.response(ResponseCode.SUCCESS)
 
     @staticmethod
     def _unbatch(base: MessageExt) -> list[MessageExt]:
@@ -333,10 +417,12 @@ class BrokerProcessors:
             if not isinstance(consumer, dict):
                 continue
             group = str(consumer.get("groupName", ""))
+            sub = self.broker.subscription_groups.find(group)
             # Every group gets its retry topic, which its consumers subscribe to.
-            self.topics.create_system_if_absent(
-                RETRY_GROUP_TOPIC_PREFIX + group, 1, PERM_READ | PERM_WRITE
-            )
+            if sub is not None and sub.retry_queue_nums > 0:
+                self.topics.create_system_if_absent(
+                    RETRY_GROUP_TOPIC_PREFIX + group, sub.retry_queue_nums, PERM_READ | PERM_WRITE
+                )
             self.broker.consumers.register(channel, client_id, consumer)
         return cmd.response(ResponseCode.SUCCESS)
 

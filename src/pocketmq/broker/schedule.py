@@ -1,0 +1,215 @@
+"""Delay levels (ScheduleMessageService).
+
+A message with the DELAY property is stored in ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``,
+with its real topic and queue in REAL_TOPIC / REAL_QID; the store writes its delivery time in
+place of the tag hash. Each level's queue is in delivery order (same delay, increasing store
+time), so one task per level only ever looks at the head: it sleeps until the head is due, or
+until a new message arrives in an empty level, and re-puts due messages into their real topic
+with DELAY cleared. Nothing polls, so lateness is the event loop's, not a 100 ms tick's.
+
+Progress per level goes to ``delayOffset.json`` every ``flush_delay_offset_interval`` and on
+stop. After a crash the level restarts at the saved offset; messages already re-put since then
+are recognised by their UNIQ_KEY in the real topic (stored after the delayed copy) and
+skipped, so a restart neither loses nor duplicates deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from pocketmq.errors import PocketMQError
+from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
+from pocketmq.store import MessageStore
+from pocketmq.store.config_file import read_json, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+# A put that fails (disk full, store closing) is retried after this, from the same message.
+RETRY_AFTER_FAILURE_S = 10.0
+
+
+def delay_level(msg: MessageExt) -> int:
+    try:
+        return int(msg.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
+    except ValueError:
+        return 0
+
+
+class ScheduleMessageService:
+    def __init__(self, store: MessageStore, path: Path, flush_interval_ms: int = 10_000) -> None:
+        self.store = store
+        self.path = path
+        self.flush_interval_ms = flush_interval_ms
+        self.levels_ms = store.config.delay_levels_ms
+        self.offsets: dict[int, int] = {}
+        self._wake = {level: asyncio.Event() for level in self.levels}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._dirty = False
+
+    @property
+    def levels(self) -> range:
+        return range(1, len(self.levels_ms) + 1)
+
+    @property
+    def max_level(self) -> int:
+        return len(self.levels_ms)
+
+    # ------------------------------------------------------------------ persistence
+
+    def load(self) -> None:
+        """Raises: PocketMQError: the file exists but cannot be read."""
+        data = read_json(self.path)
+        table = data.get("offsetTable") if isinstance(data, dict) else None
+        for level, offset in (table or {}).items():
+            try:
+                if int(level) in self.levels:
+                    self.offsets[int(level)] = int(offset)
+            except (TypeError, ValueError) as exc:
+                raise PocketMQError(f"{self.path}: bad offset {level!r}: {offset!r}") from exc
+
+    def persist(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            write_json_atomic(self.path, {"offsetTable": dict(sorted(self.offsets.items()))})
+
+    def _advance(self, level: int, offset: int) -> None:
+        self.offsets[level] = offset
+        self._dirty = True
+
+    # ------------------------------------------------------------------ send side
+
+    def rewrite(self, msg: MessageExt) -> None:
+        """Send a delayed message to its level's schedule queue (levels above the last are
+        clamped to it); a message with no or a non-positive level is left alone."""
+        level = delay_level(msg)
+        tx = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
+        if level <= 0 or tx not in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
+            return
+        level = min(level, self.max_level)
+        msg.properties[MessageConst.DELAY_TIME_LEVEL] = str(level)
+        msg.properties[MessageConst.REAL_TOPIC] = msg.topic
+        msg.properties[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        if topic == SCHEDULE_TOPIC:
+            wake = self._wake.get(queue_id + 1)
+            if wake is not None:
+                wake.set()
+
+    # ------------------------------------------------------------------ delivery
+
+    async def start(self) -> None:
+        for level in self.levels:
+            await self._skip_delivered(level)
+        self._tasks = [asyncio.create_task(self._deliver_loop(level)) for level in self.levels]
+        self._tasks.append(asyncio.create_task(self._persist_loop()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        self.persist()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval_ms / 1000)
+            try:
+                self.persist()
+            except PocketMQError as exc:
+                log.error("cannot persist delay offsets: %s", exc)
+
+    def _start_offset(self, level: int) -> int:
+        cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
+        offset = self.offsets.get(level, 0)
+        if cq is not None and offset < cq.min_offset_in_queue():
+            log.warning("delay level %d: offset %d was removed, continuing at %d",
+                        level, offset, cq.min_offset_in_queue())  # fmt: skip
+            offset = cq.min_offset_in_queue()
+        return offset
+
+    async def _skip_delivered(self, level: int) -> None:
+        """After a crash: move past messages re-put after the last saved offset."""
+        cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return
+        for qo, phy, _size, _tags in cq.iter_units(self._start_offset(level)):
+            msg = self.store.look_message_by_offset(phy)
+            if msg is None or not self._already_delivered(msg):
+                return
+            self._advance(level, qo + 1)
+
+    def _already_delivered(self, scheduled: MessageExt) -> bool:
+        uniq = scheduled.uniq_key
+        real_topic = scheduled.properties.get(MessageConst.REAL_TOPIC)
+        if not uniq or not real_topic:
+            return False
+        found = self.store.query_message(
+            real_topic, uniq, 1, scheduled.store_timestamp, int(time.time() * 1000) + 1
+        )
+        return bool(found.messages)
+
+    def _deliver_time(self, level: int, tags_code: int, now_ms: int) -> int:
+        # A delivery time beyond now + the level's delay is impossible (a clock step back, a
+        # damaged unit): deliver at once rather than hold the whole level.
+        return now_ms if tags_code > now_ms + self.levels_ms[level - 1] else tags_code
+
+    async def _deliver_loop(self, level: int) -> None:
+        wake = self._wake[level]
+        while True:
+            wake.clear()
+            wait_s = await self._deliver_due(level)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await wake.wait()
+
+    async def _deliver_due(self, level: int) -> float | None:
+        """Re-put every due message of the level; returns how long until the next one is due
+        (None: the level is empty, wait for an arrival)."""
+        cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return None
+        for qo, phy, _size, tags_code in cq.iter_units(self._start_offset(level)):
+            now = int(time.time() * 1000)
+            due = self._deliver_time(level, tags_code, now)
+            if due > now:
+                return (due - now) / 1000
+            msg = self.store.look_message_by_offset(phy)
+            if msg is None:
+                log.error("delay level %d: no message at commitlog offset %d, skipped", level, phy)
+            else:
+                result = await self.store.put_message(self._time_up(msg))
+                if not result.ok:
+                    log.error(
+                        "delay level %d: re-put of %s failed (%s), retrying in %.0f s",
+                        level, msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_S,
+                    )  # fmt: skip
+                    return RETRY_AFTER_FAILURE_S
+            self._advance(level, qo + 1)
+        return None
+
+    @staticmethod
+    def _time_up(msg: MessageExt) -> MessageExt:
+        props = dict(msg.properties)
+        props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        return MessageExt(
+            topic=props.get(MessageConst.REAL_TOPIC, msg.topic),
+            body=msg.body,
+            queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
+            flag=msg.flag,
+            properties=props,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=msg.store_host,
+            reconsume_times=msg.reconsume_times,
+        )

@@ -1,0 +1,86 @@
+"""Consumer group settings (SubscriptionGroupManager), in {store}/config/subscriptionGroup.json.
+
+A group is created with RocketMQ's defaults on first use when ``autoCreateSubscriptionGroup``
+is on. Its ``retryMaxTimes`` (16) bounds the retries of its messages before they go to the
+group's dead-letter queue, unless the client sends its own maximum.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pocketmq.conf import camel_to_snake
+from pocketmq.store.config_file import read_json, write_json_atomic
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):
+            head, *rest = f.name.split("_")
+            out[head + "".join(p.title() for p in rest)] = getattr(self, f.name)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SubscriptionGroupConfig:
+        known = {f.name: f.type for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            name = camel_to_snake(key)
+            if name in known:
+                kwargs[name] = value
+        cfg = cls(**kwargs)
+        cfg.retry_queue_nums = int(cfg.retry_queue_nums)
+        cfg.retry_max_times = int(cfg.retry_max_times)
+        return cfg
+
+
+class SubscriptionGroupManager:
+    def __init__(self, path: Path, auto_create: bool) -> None:
+        self.path = path
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+
+    def load(self) -> None:
+        data = read_json(self.path)
+        if isinstance(data, dict):
+            for name, cfg in (data.get("subscriptionGroupTable") or {}).items():
+                if isinstance(cfg, dict):
+                    self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+
+    def persist(self) -> None:
+        write_json_atomic(
+            self.path,
+            {
+                "subscriptionGroupTable": {n: c.to_json() for n, c in sorted(self.table.items())},
+                "dataVersion": self.data_version,
+            },
+        )
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's settings; created with the defaults if absent and auto-create is on."""
+        cfg = self.table.get(group)
+        if cfg is None and self.auto_create and group:
+            cfg = SubscriptionGroupConfig(group)
+            self.table[group] = cfg
+            self.data_version = {
+                "timestamp": int(time.time() * 1000),
+                "counter": self.data_version["counter"] + 1,
+            }
+            self.persist()
+        return cfg
