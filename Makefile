@@ -25,8 +25,16 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not crash"
 
-bench: $(STAMP)
+# The client benchmark compares with Redis Streams: Debian's redis-server, installed when missing.
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	$(BIN)/python bench/store_bench.py
+	$(BIN)/python bench/client_bench.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
