@@ -4,6 +4,9 @@ python cpp_client_script.py produce NAMESRV RUN_ID     -> sends, prints one JSON
 python cpp_client_script.py consume NAMESRV EXPECTED   -> consumes TagA || TagB until
                                                           EXPECTED arrive (or 30 s),
                                                           prints one JSON line
+python cpp_client_script.py retry NAMESRV RETRIES      -> sends a level-1 delayed message and
+                                                          one the listener always fails;
+                                                          prints the deliveries as JSON
 """
 
 from __future__ import annotations
@@ -114,11 +117,56 @@ def consume(namesrv: str, expected: int) -> None:
     print(json.dumps({"got": got}), flush=True)
 
 
+def retry(namesrv: str, retries: int) -> None:
+    producer = Producer("PG_CPP_RETRY")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        delayed = Message("RetryInterop")
+        delayed.set_body("delayed")
+        delayed.set_delay_time_level(1)
+        sent_at = time.time()
+        producer.send_sync(delayed)
+        poison = Message("RetryInterop")
+        poison.set_body("poison")
+        producer.send_sync(poison)
+    finally:
+        producer.shutdown()
+    got: list[dict[str, object]] = []
+    lock = threading.Lock()
+
+    def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+        body = msg.body.decode()
+        with lock:
+            got.append({"body": body, "reconsume": msg.reconsume_times, "at": time.time(),
+                        "topic": msg.topic})  # fmt: skip
+        if body == "poison":
+            raise RuntimeError("this listener fails the poison message")
+
+    consumer = PushConsumer("CG_CPP_RETRY")
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe("RetryInterop", on_message, "*")
+    consumer.start()
+    deadline = time.monotonic() + 40
+    try:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(got) >= retries + 2:
+                    break
+            time.sleep(0.05)
+        time.sleep(1.5)  # a further delivery would be a bug
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"sent_at": sent_at, "got": got}), flush=True)
+
+
 if __name__ == "__main__":
     role, namesrv, arg = sys.argv[1:4]
     if role == "produce":
         produce(namesrv, arg)
     elif role == "orderly":
         orderly(namesrv, int(arg))
+    elif role == "retry":
+        retry(namesrv, int(arg))
     else:
         consume(namesrv, int(arg))

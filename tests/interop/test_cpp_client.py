@@ -9,6 +9,7 @@ an orderly consumer (queue locks) gets each sharding key's messages in the order
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,6 +22,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
 from server_procs import ServerProcess
+
+from pocketmq.client import LitePullConsumer, MessageExt, MessageQueue
+from pocketmq.client.instance import ClientInstance
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode
 
 pytest.importorskip("rocketmq.client", reason="rocketmq==0.4.4 is not installed")
 
@@ -72,3 +78,62 @@ def test_orderly_send_and_orderly_consumer_keep_per_key_order(tmp_path: Path, se
     for key in range(4):
         seq = [int(b.split(":")[1]) for b in got if b.startswith(f"{key}:")]
         assert seq == sorted(seq), f"key {key} consumed out of order: {seq}"
+
+
+DELAYS_MS = [300, 600, 400, 500] + [1000] * 14
+
+
+@pytest.fixture
+def serve_short_delays(tmp_path: Path) -> Iterator[str]:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageDelayLevel=" + " ".join(f"{ms}ms" for ms in DELAYS_MS) + "\n")
+    proc = ServerProcess(
+        "serve", tmp_path, "-c", str(conf), "--namesrv-port", "0", "--broker-port", "0",
+        listen=False,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{proc.ready['namesrv']}"
+    finally:
+        assert proc.stop() == 0, proc.log_path.read_text()
+
+
+async def _set_retry_max_times(namesrv: str, group: str, times: int) -> None:
+    instance = ClientInstance(namesrv, "admin@interop")
+    try:
+        route = await instance.fetch_route("TBW102")
+        assert route is not None
+        for name in route.broker_addrs:
+            await instance.invoke(
+                str(route.master(name)), RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
+                json_body.dumps({"groupName": group, "retryMaxTimes": times}),
+            )  # fmt: skip
+    finally:
+        await instance.close()
+
+
+async def _read_dlq(namesrv: str, group: str) -> list[MessageExt]:
+    reader = LitePullConsumer("CG_DLQ_READER", namesrv, broker_suspend_ms=1000)
+    reader.assign([MessageQueue(f"%DLQ%{group}", "broker-a", 0)])
+    polled: list[MessageExt] = []
+    async with reader:
+        async with asyncio.timeout(20):
+            while not polled:
+                polled = await reader.poll(1)
+    return polled
+
+
+def test_delay_retry_and_dead_letter_queue(tmp_path: Path, serve_short_delays: str) -> None:
+    asyncio.run(_set_retry_max_times(serve_short_delays, "CG_CPP_RETRY", 2))
+    result = run_client(tmp_path, "retry", serve_short_delays, "2")
+    got = result["got"]
+    delayed = [g for g in got if g["body"] == "delayed"]
+    poison = [g for g in got if g["body"] == "poison"]
+    # The level-1 message never arrives before its delay.
+    assert len(delayed) == 1 and delayed[0]["at"] - result["sent_at"] >= DELAYS_MS[0] / 1000
+    # Retried at levels 3 and 4 with a growing count, shown under its own topic, then no more.
+    assert [p["reconsume"] for p in poison] == [0, 1, 2]
+    assert all(p["topic"] == "RetryInterop" for p in poison)
+    assert poison[1]["at"] - poison[0]["at"] >= DELAYS_MS[2] / 1000
+    assert poison[2]["at"] - poison[1]["at"] >= DELAYS_MS[3] / 1000
+    [dead] = asyncio.run(_read_dlq(serve_short_delays, "CG_CPP_RETRY"))
+    assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "RetryInterop"

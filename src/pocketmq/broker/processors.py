@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import (
     AUTO_CREATE_TOPIC_KEY,
     DLQ_GROUP_TOPIC_PREFIX,
@@ -88,6 +89,9 @@ class BrokerProcessors:
             (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
             (RequestCode.GET_CONSUME_STATS, self.get_consume_stats),
+            (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_subscription_group),
+            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_groups),
+            (RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group),
             (RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq),
             (RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq),
         ):
@@ -570,3 +574,31 @@ class BrokerProcessors:
         body = {"consumeTps": 0.0, "offsetTable": table}
         # mqadmin and other RocketMQ-aware readers were written against fastjson's bean keys.
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps_object_keys(body))
+
+    # ------------------------------------------------------------------ subscription groups
+
+    def update_subscription_group(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            data: Any = json_body.loads(cmd.body)
+            if not isinstance(data, dict) or not str(data.get("groupName") or "").strip():
+                raise ValueError("the body needs a groupName")
+            cfg = SubscriptionGroupConfig.from_json(data)
+        except (ProtocolError, TypeError, ValueError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"subscription group: {exc}") from exc
+        self.broker.subscription_groups.update(cfg)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_subscription_groups(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        return cmd.response(
+            ResponseCode.SUCCESS, body=json_body.dumps(self.broker.subscription_groups.wrapper())
+        )
+
+    def delete_subscription_group(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        self.broker.subscription_groups.delete(get_str(cmd, "groupName"))
+        return cmd.response(ResponseCode.SUCCESS)

@@ -63,24 +63,34 @@ class SubscriptionGroupManager:
                 if isinstance(cfg, dict):
                     self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
 
+    def wrapper(self) -> dict[str, Any]:
+        return {
+            "subscriptionGroupTable": {n: c.to_json() for n, c in sorted(self.table.items())},
+            "dataVersion": self.data_version,
+        }
+
     def persist(self) -> None:
-        write_json_atomic(
-            self.path,
-            {
-                "subscriptionGroupTable": {n: c.to_json() for n, c in sorted(self.table.items())},
-                "dataVersion": self.data_version,
-            },
-        )
+        write_json_atomic(self.path, self.wrapper())
+
+    def _changed(self) -> None:
+        self.data_version = {
+            "timestamp": int(time.time() * 1000),
+            "counter": self.data_version["counter"] + 1,
+        }
+        self.persist()
+
+    def update(self, cfg: SubscriptionGroupConfig) -> None:
+        self.table[cfg.group_name] = cfg
+        self._changed()
+
+    def delete(self, group: str) -> None:
+        if self.table.pop(group, None) is not None:
+            self._changed()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's settings; created with the defaults if absent and auto-create is on."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create and group:
             cfg = SubscriptionGroupConfig(group)
-            self.table[group] = cfg
-            self.data_version = {
-                "timestamp": int(time.time() * 1000),
-                "counter": self.data_version["counter"] + 1,
-            }
-            self.persist()
+            self.update(cfg)
         return cfg
