@@ -6,8 +6,9 @@ after the maximum, and a broker restart loses no pending delayed message."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from server_procs import ServerProcess
 from pocketmq.client import (
     ConsumeContext,
     ConsumeFromWhere,
+    ConsumeOrderlyStatus,
     ConsumeResult,
     LitePullConsumer,
     MessageExt,
@@ -25,6 +27,7 @@ from pocketmq.client import (
     PushConsumer,
     SendStatus,
     message,
+    select_by_hash,
 )
 
 pytestmark = pytest.mark.integration
@@ -37,6 +40,12 @@ FAST: dict[str, Any] = {
     "broker_suspend_ms": 1000,
     "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
 }
+
+
+async def wait_for(cond: Callable[[], bool], timeout_s: float = 30) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not cond():
+            await asyncio.sleep(0.02)
 
 
 class Server:
@@ -166,3 +175,112 @@ async def test_pending_delayed_messages_survive_a_broker_restart(server: Server)
                 await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)  # and nothing twice
     assert sorted(got) == sorted([b"create"] + [b"d-%d" % i for i in range(20)])
+
+
+async def test_orderly_consumers_keep_per_key_order_while_a_second_one_joins(
+    server: Server,
+) -> None:
+    keys, per_key = 8, 40
+    seen: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+    arrivals: list[tuple[int, int]] = []  # (key, seq) in the order listeners saw them
+
+    def listener_for(who: int) -> Any:
+        async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeOrderlyStatus:
+            for m in msgs:
+                key, seq = map(int, m.body.split(b":"))
+                seen[who].append((key, seq))
+                arrivals.append((key, seq))
+            await asyncio.sleep(0.002)  # slow enough that the second consumer joins mid-way
+            return ConsumeOrderlyStatus.SUCCESS
+
+        return listener
+
+    def consumer(who: int) -> PushConsumer:
+        c = PushConsumer(
+            "CG_ORDERLY", server.namesrv, listener=listener_for(who), orderly=True, **FAST
+        )
+        c.subscribe("OrderT")
+        return c
+
+    async with Producer("PG_ORDERLY", server.namesrv) as producer:
+        await producer.send(message("OrderT", b"-1:-1"))
+
+        async def send_all() -> None:
+            for seq in range(per_key):
+                for key in range(keys):
+                    await producer.send(
+                        message("OrderT", b"%d:%d" % (key, seq)), selector=select_by_hash, arg=key
+                    )
+
+        first = consumer(0)
+        async with first:
+            sender = asyncio.create_task(send_all())
+            await wait_for(lambda: len(seen[0]) > 40)
+            second = consumer(1)
+            async with second:
+                await sender
+                await wait_for(
+                    lambda: len({kv for s in seen.values() for kv in s}) > keys * per_key
+                )
+                assert second.held_queues()  # it took part
+    everything = {kv for s in seen.values() for kv in s if kv[0] >= 0}
+    assert everything == {(k, s) for k in range(keys) for s in range(per_key)}
+    for key in range(keys):
+        seqs = [s for k, s in arrivals if k == key]
+        # Across both consumers and the hand-over of queues, a key never goes back: the old
+        # owner commits and unlocks before the new one can lock.
+        assert all(b >= a for a, b in itertools.pairwise(seqs)), (key, seqs)
+
+
+async def test_orderly_failure_retries_in_place_then_dead_letters(server: Server) -> None:
+    got: list[tuple[bytes, int]] = []
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeOrderlyStatus:
+        got.extend((m.body, m.reconsume_times) for m in msgs)
+        if msgs[0].body == b"bad":
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    async with Producer("PG_ORDERLY_FAIL", server.namesrv) as producer:
+        q = (await producer.fetch_publish_queues("OrderFailT"))[0]
+        for body in (b"a", b"bad", b"c"):
+            await producer.send(message("OrderFailT", body), queue=q)
+        c = PushConsumer(
+            "CG_ORDERLY_FAIL", server.namesrv, listener=listener, orderly=True,
+            max_reconsume_times=2, suspend_current_queue_time_ms=100, **FAST,
+        )  # fmt: skip
+        c.subscribe("OrderFailT")
+        async with c:
+            await wait_for(lambda: (b"c", 0) in got)
+    assert got == [(b"a", 0), (b"bad", 0), (b"bad", 1), (b"bad", 2), (b"c", 0)]
+    dlq = LitePullConsumer("CG_DLQ_READER2", server.namesrv, **FAST)
+    dlq.assign([MessageQueue("%DLQ%CG_ORDERLY_FAIL", "broker-a", 0)])
+    async with dlq:
+        polled: list[MessageExt] = []
+        async with asyncio.timeout(20):
+            while not polled:
+                polled = await dlq.poll(1)
+    assert [m.body for m in polled] == [b"bad"]
+
+
+async def test_a_listener_that_hangs_past_the_consume_timeout_gets_the_message_again(
+    server: Server,
+) -> None:
+    calls: list[int] = []
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
+        if msgs[0].body == b"slow":
+            calls.append(msgs[0].reconsume_times)
+            if len(calls) == 1:
+                await asyncio.sleep(3600)  # hangs: cancelled at the consume timeout
+        return ConsumeResult.CONSUME_SUCCESS
+
+    async with Producer("PG_TIMEOUT", server.namesrv) as producer:
+        await producer.send(message("TimeoutT", b"slow"))
+        c = PushConsumer(
+            "CG_TIMEOUT", server.namesrv, listener=listener, consume_timeout_min=0.01, **FAST
+        )  # 0.6 s
+        c.subscribe("TimeoutT")
+        async with c:
+            await wait_for(lambda: len(calls) == 2)
+    assert calls == [0, 1]

@@ -17,6 +17,7 @@ from pocketmq.client.consumer import (
     PushConsumer,
 )
 from pocketmq.client.lite_pull import LitePullConsumer
+from pocketmq.client.orderly import ConsumeOrderlyStatus
 from pocketmq.client.producer import (
     Message,
     Producer,
@@ -34,6 +35,7 @@ __all__ = [
     "BlockingPushConsumer",
     "ConsumeContext",
     "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
     "ConsumeResult",
     "LitePullConsumer",
     "Message",

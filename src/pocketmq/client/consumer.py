@@ -34,6 +34,7 @@ from pocketmq.client.offset_store import (
     RemoteOffsetStore,
     default_local_offset_dir,
 )
+from pocketmq.client.orderly import OrderlyService
 from pocketmq.client.producer import Message, Producer, check_topic
 from pocketmq.client.pull import PullStatus, Subscription, pull
 from pocketmq.client.route import AllocateStrategy, MessageQueue, TopicRoute, allocate_averagely
@@ -81,6 +82,12 @@ class ProcessQueue:
         self.space = asyncio.Event()
         self.space.set()
         self.task: asyncio.Task[None] | None = None
+        # Orderly consumption: the broker lock, the batch being consumed, new-message signal.
+        self.locked = False
+        self.last_lock_ms = 0.0
+        self.taken: dict[int, MessageExt] = {}
+        self.arrived = asyncio.Event()
+        self.consume_task: asyncio.Task[None] | None = None
 
     def put(self, msgs: Iterable[MessageExt]) -> None:
         for m in msgs:
@@ -102,8 +109,33 @@ class ProcessQueue:
     def drop(self) -> None:
         self.dropped = True
         self.space.set()
+        self.arrived.set()
         if self.task is not None:
             self.task.cancel()
+
+    def take(self, count: int) -> list[MessageExt]:
+        """Orderly: the next ``count`` messages in offset order, held until commit/rollback."""
+        batch = []
+        for offset in list(self.msgs)[:count]:
+            m = self.msgs.pop(offset)
+            self.taken[offset] = m
+            batch.append(m)
+        return batch
+
+    def commit(self) -> int:
+        """Orderly: the taken batch is consumed; returns the offset after it."""
+        if not self.taken:
+            return -1
+        offset = max(self.taken) + 1
+        self.size_bytes -= sum(len(m.body) for m in self.taken.values())
+        self.taken.clear()
+        self.space.set()
+        return offset
+
+    def rollback(self) -> None:
+        """Orderly: put the taken batch back in front, to be consumed again."""
+        self.msgs = {**self.taken, **self.msgs}
+        self.taken.clear()
 
 
 class _RebalancingConsumer(abc.ABC):
@@ -247,6 +279,8 @@ class _RebalancingConsumer(abc.ABC):
 
     async def _close_base(self) -> None:
         await self.offset_store.persist_all(list(self.process_queues))
+        for mq in list(self.process_queues):
+            await self._after_release(mq)
         self.process_queues.clear()
         self.instance.rebalance_hooks.pop(self.group, None)
         if self in self.instance.members:
@@ -332,11 +366,31 @@ class _RebalancingConsumer(abc.ABC):
         if pq is None:
             return
         pq.drop()
+        await self._released(pq)
         await self.offset_store.persist_all([mq])
         self.offset_store.remove(mq)
+        await self._after_release(mq)
         log.info("%s released %s", self.client_id, mq)
 
+    async def _may_take(self, mq: MessageQueue) -> bool:
+        """Whether this client may start on a queue just allocated to it."""
+        return True
+
+    async def _released(self, pq: ProcessQueue) -> None:
+        """A queue was dropped; its last offsets are persisted right after this."""
+        return None
+
+    async def _after_release(self, mq: MessageQueue) -> None:
+        """A queue's offset is persisted and it belongs to nobody here any more."""
+        return None
+
+    def _queue_started(self, pq: ProcessQueue) -> None:
+        """A queue is held and its pulls are starting."""
+        return None
+
     async def _take(self, mq: MessageQueue) -> None:
+        if not await self._may_take(mq):
+            return
         self.offset_store.remove(mq)  # whatever was kept for it before is stale
         try:
             offset = await self.compute_pull_from_where(mq)
@@ -346,6 +400,7 @@ class _RebalancingConsumer(abc.ABC):
         pq = ProcessQueue(mq, offset)
         self.process_queues[mq] = pq
         pq.task = asyncio.create_task(self._pull_loop(pq))
+        self._queue_started(pq)
         log.info("%s took %s from offset %d", self.client_id, mq, offset)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
@@ -494,6 +549,9 @@ class PushConsumer(_RebalancingConsumer):
         pull_delay_on_exception_s: float = 3.0,
         resubmit_delay_s: float = 5.0,
         await_termination_s: float = 5.0,
+        consume_timeout_min: float = 15.0,
+        orderly: bool = False,
+        suspend_current_queue_time_ms: int = 1000,
         instance_name: str | None = None,
         local_offset_dir: Path | None = None,
         instance: ClientInstance | None = None,
@@ -521,6 +579,8 @@ class PushConsumer(_RebalancingConsumer):
         self._consuming: set[asyncio.Task[None]] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._retry_producer: Producer | None = None
+        self.consume_timeout_s = consume_timeout_min * 60
+        self.orderly = OrderlyService(self, suspend_current_queue_time_ms) if orderly else None
 
     def register_listener(self, listener: Listener) -> None:
         self.listener = listener
@@ -541,6 +601,8 @@ class PushConsumer(_RebalancingConsumer):
             self._retry_producer = Producer("CLIENT_INNER_PRODUCER", instance=self.instance)
             await self._retry_producer.start()
         await self._start_base()
+        if self.orderly is not None and self.message_model is MessageModel.CLUSTERING:
+            self._tasks.append(asyncio.create_task(self.orderly.lock_loop()))
 
     async def shutdown(self) -> None:
         if not self._running:
@@ -567,17 +629,44 @@ class PushConsumer(_RebalancingConsumer):
     def max_reconsume(self) -> int:
         return 16 if self.max_reconsume_times == -1 else self.max_reconsume_times
 
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        """Keep a consume task until it ends, so that shutdown can wait for it."""
+        self._consuming.add(task)
+        task.add_done_callback(self._consuming.discard)
+
+    # ------------------------------------------------------------------ rebalance hooks
+
+    async def _may_take(self, mq: MessageQueue) -> bool:
+        return True if self.orderly is None else await self.orderly.may_take(mq)
+
+    def _queue_started(self, pq: ProcessQueue) -> None:
+        if self.orderly is not None:
+            self.orderly.start_queue(pq)
+
+    async def _released(self, pq: ProcessQueue) -> None:
+        if self.orderly is not None:
+            await self.orderly.released(pq)
+
+    async def _after_release(self, mq: MessageQueue) -> None:
+        if self.orderly is not None and self.message_model is MessageModel.CLUSTERING:
+            await self.orderly.unlock([mq])
+
     # ------------------------------------------------------------------ consuming
 
     def on_pulled(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if self.orderly is not None:
+            pq.arrived.set()
+            return
         size = self.consume_batch_max_size
         for i in range(0, len(msgs), size):
             self._submit(pq, msgs[i : i + size])
 
     def _submit(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
-        task = asyncio.create_task(self._consume(pq, batch))
-        self._consuming.add(task)
-        task.add_done_callback(self._consuming.discard)
+        self.track(asyncio.create_task(self._consume(pq, batch)))
 
     async def _call_listener(self, batch: list[MessageExt], ctx: ConsumeContext) -> Any:
         assert self.listener is not None
@@ -586,19 +675,32 @@ class PushConsumer(_RebalancingConsumer):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.listener, batch, ctx)
 
+    async def run_listener(
+        self, pq: ProcessQueue, batch: list[MessageExt], ctx: ConsumeContext | None = None
+    ) -> Any:
+        """The listener's answer for a batch; None if it raised or ran past the consume
+        timeout (an async listener is cancelled then; a thread's result is ignored)."""
+        start_ms = str(int(time.time() * 1000))
+        for m in batch:
+            m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start_ms
+        try:
+            async with asyncio.timeout(self.consume_timeout_s):
+                return await self._call_listener(
+                    batch, ctx or ConsumeContext(pq.mq, ack_index=len(batch) - 1)
+                )
+        except TimeoutError:
+            log.warning("the listener of %s took over %.0f s on %s: counted as failed",
+                        self.group, self.consume_timeout_s, pq.mq)  # fmt: skip
+        except Exception:
+            log.exception("the listener of %s failed on %s", self.group, pq.mq)
+        return None
+
     async def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         async with self._sem:
             if pq.dropped or not self._running:
                 return
-            start_ms = str(int(time.time() * 1000))
-            for m in batch:
-                m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start_ms
             ctx = ConsumeContext(pq.mq, ack_index=len(batch) - 1)
-            try:
-                status = await self._call_listener(batch, ctx)
-            except Exception:
-                log.exception("the listener of %s failed on %s", self.group, pq.mq)
-                status = None
+            status = await self.run_listener(pq, batch, ctx)
         if not isinstance(status, ConsumeResult):
             status = ConsumeResult.RECONSUME_LATER
         if pq.dropped:
@@ -647,11 +749,17 @@ class PushConsumer(_RebalancingConsumer):
         except (ClientError, ConnectionError, TimeoutError) as exc:
             log.info("send back of %s to %s failed (%s), sending it to the retry topic",
                      m.msg_id, addr, exc)  # fmt: skip
-        assert self._retry_producer is not None
+        return await self.send_to_retry_topic(m, m.reconsume_times + 1)
+
+    async def send_to_retry_topic(self, m: MessageExt, reconsume_times: int) -> bool:
+        """Send a copy to the group's retry topic through the inner producer; the broker moves
+        it to the dead letter queue when past the maximum or when the group is ordered."""
+        if self._retry_producer is None:
+            return False
         props = dict(m.properties)
         props[MessageConst.ORIGIN_MESSAGE_ID] = props.get(MessageConst.ORIGIN_MESSAGE_ID, m.msg_id)
         props[MessageConst.RETRY_TOPIC] = m.topic
-        props[MessageConst.RECONSUME_TIME] = str(m.reconsume_times + 1)
+        props[MessageConst.RECONSUME_TIME] = str(reconsume_times)
         props[MessageConst.MAX_RECONSUME_TIMES] = str(self.max_reconsume)
         props[MessageConst.DELAY_TIME_LEVEL] = str(3 + m.reconsume_times)
         props.pop(MessageConst.CONSUME_START_TIMESTAMP, None)
