@@ -28,6 +28,7 @@ Properties are ``name \\x01 value \\x02`` repeated, as MessageDecoder.messagePro
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import mmap
 import operator
@@ -194,8 +195,12 @@ def body_crc(body: bytes | memoryview) -> int:
 Host = tuple[str, int]
 
 
+@functools.lru_cache(maxsize=4096)
 def host_to_bytes(host: Host) -> bytes:
-    """Address bytes + 4-byte port, as written in records and offset message ids."""
+    """Address bytes + 4-byte port, as written in records and offset message ids.
+
+    Cached: parsing the address costs more than encoding the rest of a record, and a broker
+    sees few distinct hosts (one per client connection, one for itself)."""
     ip, port = host
     return ipaddress.ip_address(ip).packed + port.to_bytes(4, "big")
 

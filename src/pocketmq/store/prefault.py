@@ -61,11 +61,17 @@ def populate(mf: MappedFile, start: int, end: int) -> bool:
 Target = Callable[[], list[tuple[MappedFile, int, int]]]
 
 
+# With nothing to do, the thread sleeps this long unless woken: appends wake it when they
+# come within half a window of the prefaulted mark, so an idle store costs no CPU.
+IDLE_WAIT_S = 0.1
+
+
 class PrefaultService:
     def __init__(self, targets: list[Target], housekeeping: list[Callable[[], None]]) -> None:
         self.targets = targets
         self.housekeeping = housekeeping
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pocketmq-prefault", daemon=True)
         self.enabled = _libc is not None
 
@@ -93,9 +99,14 @@ class PrefaultService:
                         mf.prefaulted = hi
                         busy = True
             if not busy:
-                self._stop.wait(0.002)
+                self._wake.wait(IDLE_WAIT_S)
+                self._wake.clear()
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
