@@ -24,6 +24,7 @@ from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupManager
+from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -43,6 +44,7 @@ class Broker:
         self.offsets: ConsumerOffsetManager
         self.subscription_groups: SubscriptionGroupManager
         self.schedule: ScheduleMessageService
+        self.timer: TimerMessageService
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager()
@@ -86,6 +88,13 @@ class Broker:
             self.store, config_dir / "delayOffset.json", self.config.flush_delay_offset_interval
         )
         self.schedule.load()
+        self.timer = TimerMessageService(
+            self.store,
+            config_dir / "timercheck.json",
+            self.config.timer_max_delay_sec,
+            self.config.flush_delay_offset_interval,
+        )
+        self.timer.load()
         self.store.on_message_arrived = self._on_message_arrived
         BrokerProcessors(self).register(self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
@@ -95,12 +104,14 @@ class Broker:
         self._every(10_000, self._scan_consumers)
         self._tasks.append(asyncio.create_task(self._register_loop()))
         await self.schedule.start()
+        await self.timer.start()
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
 
     def _on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
         self.pull_hold.notify(topic, queue_id, queue_offset)
         self.schedule.on_message_arrived(topic, queue_id, queue_offset)
+        self.timer.on_message_arrived(topic, queue_id, queue_offset)
 
     def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -179,6 +190,7 @@ class Broker:
 
     async def stop(self) -> None:
         await self.schedule.stop()
+        await self.timer.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -36,6 +36,8 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5_000
     # How often delay-level progress is saved to delayOffset.json (ms).
     flush_delay_offset_interval: int = 10_000
+    # Timer messages may ask for at most this delay (RocketMQ 5: three days).
+    timer_max_delay_sec: int = 3 * 24 * 3600
     long_polling_enable: bool = True
     # A pull without long polling (suspend flag unset) is held at most this long.
     short_polling_time_mills: int = 1_000

@@ -165,6 +165,7 @@ class BrokerProcessors:
         else:
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 self._retry_or_dead_letter(cmd, base)
+            self.broker.timer.rewrite(base)
             self.broker.schedule.rewrite(base)
             msgs = [base]
         result = await self.store.put_messages(msgs)

@@ -53,6 +53,8 @@ KEY_SEPARATOR: Final = " "
 
 # Delayed messages wait here, queue id = delay level - 1 (TopicValidator.RMQ_SYS_SCHEDULE_TOPIC).
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+# 5.x timer messages wait here, queue 0 (TimerMessageStore.TIMER_TOPIC).
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 
 # Java's Short.MAX_VALUE: the properties length is a signed 16-bit field.
 MAX_PROPERTIES_LENGTH: Final = 32767
@@ -107,6 +109,7 @@ class MessageConst:
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    TIMER_OUT_MS = "TIMER_OUT_MS"
     DUP_INFO = "DUP_INFO"
 
 

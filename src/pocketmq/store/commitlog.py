@@ -25,6 +25,7 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     Host,
     MessageExt,
     RecordError,
@@ -214,7 +215,7 @@ class CommitLog:
         tx = first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
         counts_in_queue = tx in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
         store_host = self._store_host_bytes
-        schedule = SCHEDULE_TOPIC
+        schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
 
         with self.put_lock:
             try:
@@ -253,7 +254,7 @@ class CommitLog:
                         phy,
                         size,
                         tags_code(props.get("TAGS"))
-                        if topic != schedule
+                        if topic not in schedule
                         else compute_tags_code(topic, props, store_ts, self.delay_levels_ms),
                         store_ts,
                         qo,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     MessageConst,
     RecordError,
     RecordInfo,
@@ -49,7 +50,13 @@ class DispatchRequest:
 def compute_tags_code(
     topic: str, properties: dict[str, str], store_timestamp: int, delay_levels_ms: tuple[int, ...]
 ) -> int:
-    """The consume-queue tag field: the tag hash, or the delivery time for delayed messages."""
+    """The consume-queue tag field: the tag hash, or the delivery time for delayed and timer
+    messages."""
+    if topic == TIMER_TOPIC:
+        try:
+            return int(properties.get(MessageConst.TIMER_OUT_MS, ""))
+        except ValueError:
+            pass
     if topic == SCHEDULE_TOPIC:
         level_text = properties.get(MessageConst.DELAY_TIME_LEVEL)
         if level_text is not None:
