@@ -252,7 +252,10 @@ class _RebalancingConsumer(abc.ABC):
         for topic in self.subscriptions:
             try:
                 if await self.instance.update_route(topic) is None:
-                    log.warning("the topic %s has no route yet", topic)
+                    # A group's retry topic is created by the heartbeat below: expected.
+                    retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                    log.log(logging.DEBUG if retry else logging.WARNING,
+                            "the topic %s has no route yet", topic)  # fmt: skip
             except ClientError as exc:
                 log.warning("cannot get the route of %s: %s", topic, exc)
         await self.instance.send_heartbeat()
