@@ -4,6 +4,9 @@ python cpp_client_script.py produce NAMESRV RUN_ID     -> sends, prints one JSON
 python cpp_client_script.py consume NAMESRV EXPECTED   -> consumes TagA || TagB until
                                                           EXPECTED arrive (or 30 s),
                                                           prints one JSON line
+python cpp_client_script.py orderly_consume NAMESRV SECONDS
+                                                       -> an orderly consumer of OrderJoinTopic
+                                                          for SECONDS; prints what it got, when
 python cpp_client_script.py retry NAMESRV RETRIES      -> sends a level-1 delayed message and
                                                           one the listener always fails;
                                                           prints the deliveries as JSON
@@ -117,6 +120,25 @@ def consume(namesrv: str, expected: int) -> None:
     print(json.dumps({"got": got}), flush=True)
 
 
+def orderly_consume(namesrv: str, seconds: float) -> None:
+    got: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+        with lock:
+            got.append((msg.body.decode(), time.time()))
+
+    consumer = PushConsumer("CG_ORDER_JOIN", orderly=True)
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe("OrderJoinTopic", on_message, "*")
+    consumer.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"got": got}), flush=True)
+
+
 def retry(namesrv: str, retries: int) -> None:
     producer = Producer("PG_CPP_RETRY")
     producer.set_namesrv_addr(namesrv)
@@ -166,6 +188,8 @@ if __name__ == "__main__":
         produce(namesrv, arg)
     elif role == "orderly":
         orderly(namesrv, int(arg))
+    elif role == "orderly_consume":
+        orderly_consume(namesrv, float(arg))
     elif role == "retry":
         retry(namesrv, int(arg))
     else:

@@ -10,10 +10,12 @@ an orderly consumer (queue locks) gets each sharding key's messages in the order
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
 from server_procs import ServerProcess
 
-from pocketmq.client import LitePullConsumer, MessageExt, MessageQueue
+from pocketmq.client import (
+    LitePullConsumer,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    message,
+    select_by_hash,
+)
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
@@ -137,3 +146,54 @@ def test_delay_retry_and_dead_letter_queue(tmp_path: Path, serve_short_delays: s
     assert poison[2]["at"] - poison[1]["at"] >= DELAYS_MS[3] / 1000
     [dead] = asyncio.run(_read_dlq(serve_short_delays, "CG_CPP_RETRY"))
     assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "RetryInterop"
+
+
+def test_orderly_consumers_keep_key_order_while_a_second_one_joins(
+    tmp_path: Path, serve: str
+) -> None:
+    keys, per_key = 6, 30
+
+    async def produce() -> None:
+        async with Producer("PG_ORDER_JOIN", serve) as producer:
+            for seq in range(per_key):
+                for key in range(keys):
+                    await producer.send(
+                        message("OrderJoinTopic", f"{key}:{seq}"), selector=select_by_hash,
+                        arg=key,
+                    )  # fmt: skip
+                await asyncio.sleep(0.2)
+
+    asyncio.run(_create_topic(serve))
+
+    def start(name: str, seconds: int) -> subprocess.Popen[str]:
+        home = tmp_path / name
+        home.mkdir()
+        return subprocess.Popen(
+            [sys.executable, str(SCRIPT), "orderly_consume", serve, str(seconds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=home,
+            env={**os.environ, "HOME": str(home)},
+        )  # fmt: skip
+
+    first = start("a", 22)
+    time.sleep(3)
+    second = start("b", 19)
+    asyncio.run(produce())  # about 6 s, while both run
+    arrivals: list[tuple[float, str]] = []
+    for proc in (first, second):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        got = json.loads(out.strip().splitlines()[-1])["got"]
+        mine = [(at, body) for body, at in got if body != "create"]
+        assert mine, "each consumer took part"
+        arrivals += mine
+    arrivals.sort()
+    bodies = {b for _, b in arrivals}
+    assert bodies == {f"{k}:{s}" for k in range(keys) for s in range(per_key)}
+    for key in range(keys):
+        seqs = [int(b.split(":")[1]) for _, b in arrivals if b.startswith(f"{key}:")]
+        assert all(b >= a for a, b in itertools.pairwise(seqs)), (key, seqs)
+
+
+async def _create_topic(namesrv: str) -> None:
+    async with Producer("PG_ORDER_JOIN", namesrv) as producer:
+        await producer.send(message("OrderJoinTopic", "create"))
