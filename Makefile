@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench lint clean
+.PHONY: run test test-fast bench lint proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,20 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/delay_bench.py
+
+# Regenerate the gRPC code (apache.rocketmq.v2) from our .proto files; the output is committed.
+PROTO_DIR := src/pocketmq/grpc/protos
+PROTO_OUT := src/pocketmq/grpc/v2
+proto: $(STAMP)
+	rm -f $(PROTO_OUT)/*_pb2.py $(PROTO_OUT)/*_pb2.pyi $(PROTO_OUT)/*_pb2_grpc.py
+	$(BIN)/python -m grpc_tools.protoc -I $(PROTO_DIR) --python_out=$(PROTO_OUT) \
+		--pyi_out=$(PROTO_OUT) --grpc_python_out=$(PROTO_OUT) \
+		$(PROTO_DIR)/definition.proto $(PROTO_DIR)/service.proto
+	# protoc imports sibling modules as top-level ones; they live in our package.
+	sed -i -E 's/^import (definition|service)_pb2 as/from pocketmq.grpc.v2 import \1_pb2 as/' \
+		$(PROTO_OUT)/*.py $(PROTO_OUT)/*.pyi
+	# definition.proto declares no service, so its _grpc module would be empty.
+	rm -f $(PROTO_OUT)/definition_pb2_grpc.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
