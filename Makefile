@@ -12,8 +12,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# NameServer (9876) + broker (10911) in one process, store in ./data/store; Ctrl-C stops it
-# cleanly.
+# NameServer (9876) + broker (10911) + gRPC endpoint for 5.x clients (8081) in one process,
+# store in ./data/store; Ctrl-C stops it cleanly.
 run: $(STAMP)
 	$(BIN)/pocketmq serve --store ./data/store
 

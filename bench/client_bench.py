@@ -177,7 +177,8 @@ class PocketMQ(System):
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pocketmq.cli", "serve", "--store", str(workdir / "store"),
-                 "--namesrv-port", "0", "--broker-port", "0", "--ready-file", str(ready)],
+                 "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0",
+                 "--ready-file", str(ready)],
                 stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
                 env={**os.environ, "HOME": str(workdir)},  # client offsets and logs stay here
             )  # fmt: skip

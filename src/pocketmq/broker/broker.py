@@ -45,6 +45,7 @@ class Broker:
         self.subscription_groups: SubscriptionGroupManager
         self.schedule: ScheduleMessageService
         self.timer: TimerMessageService
+        self.processors: BrokerProcessors
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager()
@@ -96,7 +97,8 @@ class Broker:
         )
         self.timer.load()
         self.store.on_message_arrived = self._on_message_arrived
-        BrokerProcessors(self).register(self.dispatcher)
+        self.processors = BrokerProcessors(self)
+        self.processors.register(self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self.consumers.on_channel_closed

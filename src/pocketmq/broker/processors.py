@@ -34,7 +34,7 @@ from pocketmq.protocol.message import (
 )
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel
-from pocketmq.store import GetStatus, TagFilter
+from pocketmq.store import GetStatus, PutResult, TagFilter
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -99,7 +99,18 @@ class BrokerProcessors:
 
     # ------------------------------------------------------------------ send
 
-    def _topic_for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig:
+    def topic_for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig:
+        """The config of a topic a producer sends to, auto-created when enabled; shared by
+        the remoting and gRPC send paths.
+
+        Raises:
+            RequestError: an invalid or system topic, a missing topic, or no write permission.
+        """
+        if not self.broker.config.broker_permission & PERM_WRITE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
+            )
         err = topic_error(topic)
         if err is not None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, err)
@@ -124,17 +135,28 @@ class BrokerProcessors:
             )
         return cfg
 
+    async def put_single(
+        self, msg: MessageExt, max_reconsume_times: int | None = None
+    ) -> PutResult:
+        """Store one message a producer sent, as the remoting and gRPC send paths share it:
+        a send to a retry topic may be dead-lettered, timer and delay-level messages are parked
+        in their system topics, then the store appends it.
+
+        Raises:
+            RequestError: an unknown retry group, or a bad timer or delay property.
+        """
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            self._retry_or_dead_letter(msg, max_reconsume_times)
+        self.broker.timer.rewrite(msg)
+        self.broker.schedule.rewrite(msg)
+        return await self.store.put_messages([msg])
+
     async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
         if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
-        if not self.broker.config.broker_permission & PERM_WRITE:
-            raise RequestError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
-            )
         topic = get_str(cmd, "topic")
-        cfg = self._topic_for_send(
+        cfg = self.topic_for_send(
             topic,
             get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
             get_int(cmd, "defaultTopicQueueNums", self.broker.config.default_topic_queue_nums),
@@ -161,14 +183,10 @@ class BrokerProcessors:
             reconsume_times=get_int(cmd, "reconsumeTimes", 0),
         )
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
-            msgs = self._unbatch(base)
+            result = await self.store.put_messages(self._unbatch(base))
         else:
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                self._retry_or_dead_letter(cmd, base)
-            self.broker.timer.rewrite(base)
-            self.broker.schedule.rewrite(base)
-            msgs = [base]
-        result = await self.store.put_messages(msgs)
+            max_times = get_int(cmd, "maxReconsumeTimes", -1)
+            result = await self.put_single(base, max_times if max_times >= 0 else None)
         code, remark = PUT_STATUS_CODES[result.status]
         if result.detail and code != ResponseCode.SUCCESS:
             remark = f"{remark} {result.detail}".strip()
@@ -184,7 +202,7 @@ class BrokerProcessors:
             },
         )
 
-    def _retry_or_dead_letter(self, cmd: RemotingCommand, msg: MessageExt) -> None:
+    def _retry_or_dead_letter(self, msg: MessageExt, max_reconsume_times: int | None) -> None:
         """A client sending to a retry topic itself (when CONSUMER_SEND_MSG_BACK failed): past
         the group's maximum, or for an ordered group, the message goes to the DLQ instead."""
         group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
@@ -193,7 +211,7 @@ class BrokerProcessors:
             raise RequestError(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
-        max_times = get_int(cmd, "maxReconsumeTimes", sub.retry_max_times)
+        max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
         if msg.reconsume_times > max_times or self.broker.locks.has_live_locks(group):
             self._to_dead_letter(group, msg)
 

@@ -17,6 +17,7 @@ from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.conf import read_properties
 from pocketmq.errors import PocketMQError, StoreError
+from pocketmq.grpc.server import DEFAULT_GRPC_PORT, GrpcService
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,9 +175,16 @@ def broker(
 @click.option("--namesrv-port", type=int, default=9876, show_default=True)
 @click.option("--broker-port", type=int, default=10911, show_default=True)
 @click.option(
+    "--grpc-port",
+    type=int,
+    default=DEFAULT_GRPC_PORT,
+    show_default=True,
+    help="gRPC endpoint for 5.x clients (apache.rocketmq.v2); 0 picks a free port.",
+)
+@click.option(
     "--ready-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help='Write {"namesrv": port, "broker": port} here once serving.',
+    help='Write {"namesrv": port, "broker": port, "grpc": port} here once serving.',
 )
 def serve(
     conf: Path | None,
@@ -184,9 +192,10 @@ def serve(
     host: str,
     namesrv_port: int,
     broker_port: int,
+    grpc_port: int,
     ready_file: Path | None,
 ) -> None:
-    """Run NameServer + broker in one process with an embedded store."""
+    """Run NameServer + broker + the gRPC endpoint in one process with an embedded store."""
     from pocketmq.cli.main import run_async
 
     async def main() -> None:
@@ -208,16 +217,27 @@ def serve(
         except (OSError, StoreError) as exc:
             await namesrv_server.stop()
             raise click.ClickException(f"cannot start the broker: {exc}") from exc
+        grpc_server = GrpcService(broker_server, host, grpc_port)
+        try:
+            g_port = await grpc_server.start()
+        except OSError as exc:
+            await broker_server.stop()
+            await namesrv_server.stop()
+            raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
         click.echo(
             f"pocketmq serving: name server {host}:{ns_port}, broker {host}:{b_port}, "
-            f"store {store_dir}\n"
-            f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port}"
+            f"gRPC endpoint {host}:{g_port}, store {store_dir}\n"
+            f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port} "
+            f"(4.x), endpoints {host}:{g_port} (5.x)"
         )
         if ready_file is not None:
-            write_ready_file(ready_file, json.dumps({"namesrv": ns_port, "broker": b_port}))
+            write_ready_file(
+                ready_file, json.dumps({"namesrv": ns_port, "broker": b_port, "grpc": g_port})
+            )
         try:
             await stop.wait()
         finally:
+            await grpc_server.stop()
             await broker_server.stop()
             await namesrv_server.stop()
 

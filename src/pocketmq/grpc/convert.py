@@ -1,0 +1,253 @@
+"""apache.rocketmq.v2 messages <-> pocketmq models, for the gRPC endpoint. No I/O here.
+
+- A 5.x ``Message`` becomes a 4.x ``MessageExt``: the tag goes to ``TAGS``, keys to ``KEYS``
+  (space separated), the client's message id to ``UNIQ_KEY``, a message group to
+  ``__SHARDINGKEY`` and a delivery timestamp to ``TIMER_DELIVER_MS`` (which the broker's timer
+  service then honours), so 4.x consumers read what 5.x producers sent.
+- Remoting response codes map onto v2 ``Code`` values in one table, as RocketMQ's proxy does.
+- Topic configs become ``MessageQueue`` lists for QueryRoute.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from dataclasses import dataclass
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from pocketmq.broker.topics import TopicConfig, topic_error
+from pocketmq.errors import RequestError
+from pocketmq.grpc.v2 import definition_pb2 as pb
+from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageExt,
+    java_string_hash,
+)
+
+# RocketMQ proxy's ResponseBuilder: remoting outcome -> v2 status code.
+RESPONSE_CODES: dict[int, pb.Code] = {
+    ResponseCode.SUCCESS: pb.OK,
+    ResponseCode.SYSTEM_BUSY: pb.TOO_MANY_REQUESTS,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: pb.NOT_IMPLEMENTED,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: pb.MESSAGE_CORRUPTED,
+    ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+}
+
+# A Timestamp's seconds above this cannot be seconds (it is the year 5138): the 5.1.2 Python
+# client writes epoch milliseconds into delivery_timestamp.seconds.
+_SECONDS_LIMIT = 10**11
+
+# Message types a topic accepts. Topics carry no message.type attribute yet, so every topic
+# is "mixed"; TRANSACTION is left out until EndTransaction is served, which makes the client
+# refuse a transactional send up front instead of our storing it as a normal message.
+ACCEPTED_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY)
+
+# Property names the broker sets itself; a user property may not overwrite them.
+RESERVED_PROPERTIES = frozenset(
+    value
+    for name, value in vars(MessageConst).items()
+    if not name.startswith("_") and isinstance(value, str)
+)
+
+
+class GrpcRequestError(RequestError):
+    """A request cannot be served as sent; becomes a response status with this v2 code."""
+
+    def __init__(self, code: pb.Code, message: str) -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, message)
+        self.grpc_code = code
+
+
+def status(code: pb.Code = pb.OK, message: str = "OK") -> pb.Status:
+    return pb.Status(code=code, message=message)
+
+
+def status_of_error(exc: RequestError) -> pb.Status:
+    """The v2 status of a failed request, whichever layer refused it."""
+    if isinstance(exc, GrpcRequestError):
+        return status(exc.grpc_code, exc.remark)
+    return status(RESPONSE_CODES.get(exc.code, pb.INTERNAL_SERVER_ERROR), exc.remark)
+
+
+def status_of_response_code(code: int, remark: str) -> pb.Status:
+    return status(RESPONSE_CODES.get(code, pb.INTERNAL_SERVER_ERROR), remark or "OK")
+
+
+def timestamp_ms(ts: Timestamp) -> int:
+    """Epoch milliseconds of a Timestamp, reading milliseconds in ``seconds`` as such."""
+    if ts.seconds > _SECONDS_LIMIT:
+        return ts.seconds
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def endpoints(host: str, port: int) -> pb.Endpoints:
+    try:
+        scheme = pb.IPv4 if ipaddress.ip_address(host).version == 4 else pb.IPv6
+    except ValueError:
+        scheme = pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def message_queues(cfg: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]:
+    """The queues of a topic on one broker. Queue ids below both the read and the write queue
+    numbers can do both (when the topic allows both); the rest only what their number allows."""
+    readable = bool(cfg.perm & PERM_READ)
+    writable = bool(cfg.perm & PERM_WRITE)
+    reads = cfg.read_queue_nums if readable else 0
+    writes = cfg.write_queue_nums if writable else 0
+    queues = []
+    for queue_id in range(max(reads, writes)):
+        if queue_id < reads and queue_id < writes:
+            perm = pb.READ_WRITE
+        elif queue_id < reads:
+            perm = pb.READ
+        else:
+            perm = pb.WRITE
+        queues.append(
+            pb.MessageQueue(
+                topic=pb.Resource(name=cfg.topic_name),
+                id=queue_id,
+                permission=perm,
+                broker=broker,
+                accept_message_types=ACCEPTED_MESSAGE_TYPES,
+            )
+        )
+    return queues
+
+
+def check_topic(resource: pb.Resource) -> str:
+    """The topic name of a request.
+
+    Raises:
+        GrpcRequestError: ILLEGAL_TOPIC for a blank or invalid name.
+    """
+    err = topic_error(resource.name)
+    if err is not None:
+        raise GrpcRequestError(pb.ILLEGAL_TOPIC, err)
+    return resource.name
+
+
+def _check_property_text(text: str, code: pb.Code, what: str) -> None:
+    # The 4.x properties string uses these two characters as separators.
+    if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+        raise GrpcRequestError(code, f"{what} {text!r} contains a control character")
+
+
+@dataclass(frozen=True, slots=True)
+class SendLimits:
+    max_body_size: int
+
+
+def _body(msg: pb.Message, limits: SendLimits) -> bytes:
+    body = msg.body
+    if msg.system_properties.body_encoding == pb.GZIP:
+        # Stored uncompressed: 4.x consumers know zlib only as the COMPRESSED sysFlag.
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            body = inflater.decompress(body, limits.max_body_size + 1)
+        except zlib.error as exc:
+            raise GrpcRequestError(pb.MESSAGE_CORRUPTED, f"bad gzip body: {exc}") from exc
+    if not body:
+        raise GrpcRequestError(pb.MESSAGE_BODY_EMPTY, "message body is empty")
+    if len(body) > limits.max_body_size:
+        raise GrpcRequestError(
+            pb.MESSAGE_BODY_TOO_LARGE,
+            f"message body is larger than {limits.max_body_size} bytes",
+        )
+    return body
+
+
+def _properties(msg: pb.Message) -> dict[str, str]:
+    sp = msg.system_properties
+    props: dict[str, str] = {}
+    for name, value in msg.user_properties.items():
+        if not name or name in RESERVED_PROPERTIES:
+            raise GrpcRequestError(
+                pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property name {name!r} is reserved or blank"
+            )
+        _check_property_text(name, pb.ILLEGAL_MESSAGE_PROPERTY_KEY, "property name")
+        _check_property_text(value, pb.ILLEGAL_MESSAGE_PROPERTY_KEY, "property value")
+        props[name] = value
+    if sp.HasField("tag"):
+        if not sp.tag.strip() or "||" in sp.tag:
+            raise GrpcRequestError(pb.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is blank or has ||")
+        _check_property_text(sp.tag, pb.ILLEGAL_MESSAGE_TAG, "tag")
+        props[MessageConst.TAGS] = sp.tag
+    if sp.keys:
+        for key in sp.keys:
+            if not key.strip():
+                raise GrpcRequestError(pb.ILLEGAL_MESSAGE_KEY, "a message key is blank")
+            _check_property_text(key, pb.ILLEGAL_MESSAGE_KEY, "key")
+        props[MessageConst.KEYS] = " ".join(sp.keys)
+    if not sp.message_id:
+        raise GrpcRequestError(pb.ILLEGAL_MESSAGE_ID, "message id is blank")
+    _check_property_text(sp.message_id, pb.ILLEGAL_MESSAGE_ID, "message id")
+    props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+    return props
+
+
+def _check_type(sp: pb.SystemProperties) -> None:
+    """The message type must agree with the properties that make it that type."""
+    has_group = sp.HasField("message_group")
+    has_time = sp.HasField("delivery_timestamp")
+    kind = sp.message_type
+    if kind == pb.TRANSACTION:
+        raise GrpcRequestError(pb.NOT_IMPLEMENTED, "transactional messages are not served yet")
+    if kind not in ACCEPTED_MESSAGE_TYPES:
+        raise GrpcRequestError(
+            pb.UNSUPPORTED, f"message type {pb.MessageType.Name(kind)} is not supported"
+        )
+    if (kind == pb.FIFO) != has_group or (kind == pb.DELAY) != has_time:
+        raise GrpcRequestError(
+            pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"a {pb.MessageType.Name(kind)} message "
+            f"{'has' if has_group else 'lacks'} a message group and "
+            f"{'has' if has_time else 'lacks'} a delivery timestamp",
+        )
+    if has_group:
+        if not sp.message_group.strip():
+            raise GrpcRequestError(pb.ILLEGAL_MESSAGE_GROUP, "message group is blank")
+        _check_property_text(sp.message_group, pb.ILLEGAL_MESSAGE_GROUP, "message group")
+
+
+def to_message_ext(msg: pb.Message, limits: SendLimits, born_host: tuple[str, int]) -> MessageExt:
+    """The 4.x message a producer's 5.x message is stored as; queue_id is left to the caller
+    (see ``queue_for``).
+
+    Raises:
+        GrpcRequestError: the message breaks a protocol rule; the code says which.
+    """
+    sp = msg.system_properties
+    _check_type(sp)
+    props = _properties(msg)
+    if sp.HasField("message_group"):
+        props[MessageConst.SHARDING_KEY] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props[MessageConst.TIMER_DELIVER_MS] = str(timestamp_ms(sp.delivery_timestamp))
+    return MessageExt(
+        topic=check_topic(msg.topic),
+        body=_body(msg, limits),
+        properties=props,
+        born_timestamp=timestamp_ms(sp.born_timestamp),
+        born_host=born_host,
+    )
+
+
+def queue_for(msg: MessageExt, write_queue_nums: int, spread: int) -> int:
+    """The queue a message goes to. The 5.x client sends no queue id: a message group is
+    hashed (Java's String.hashCode, as RocketMQ's proxy selects by sharding key) so that a
+    group always lands on one queue and stays ordered; other messages take ``spread``."""
+    group = msg.properties.get(MessageConst.SHARDING_KEY)
+    if group is None:
+        return spread % write_queue_nums
+    return abs(java_string_hash(group)) % write_queue_nums
