@@ -1,0 +1,206 @@
+"""The gRPC endpoint of ``pocketmq serve`` (a real process), driven with pocketmq's generated
+stubs: refused and malformed requests get a clean status and the server keeps serving; the
+Telemetry settings reply carries what the 5.x clients obey.
+
+This process must not import the 5.x client (``rocketmq``): both register the same
+``apache.rocketmq.v2`` protobuf names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from server_procs import ServerProcess
+
+from pocketmq.grpc.v2 import definition_pb2 as pb
+from pocketmq.grpc.v2 import service_pb2 as svc
+from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
+
+pytestmark = pytest.mark.integration
+TIMEOUT_S = 10
+META = (("x-mq-client-id", "test-client@1@0@abc"), ("x-mq-request-id", str(uuid.uuid4())))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    workdir = tmp_path_factory.mktemp("serve")
+    proc = ServerProcess(
+        "serve", workdir, "--namesrv-port", "0", "--broker-port", "0", listen=False
+    )
+    try:
+        yield f"127.0.0.1:{proc.ready['grpc']}"
+    finally:
+        assert proc.stop() == 0, proc.log_path.read_text()
+
+
+@pytest.fixture
+async def channel(server: str) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(server) as ch:
+        yield ch
+
+
+def message(**system: Any) -> pb.Message:
+    props = {"message_id": uuid.uuid4().hex.upper(), "message_type": pb.NORMAL, **system}
+    return pb.Message(
+        topic=pb.Resource(name="GrpcTopic"),
+        body=b"x",
+        system_properties=pb.SystemProperties(**props),
+    )
+
+
+async def send(stub: MessagingServiceStub, *msgs: pb.Message) -> svc.SendMessageResponse:
+    response: svc.SendMessageResponse = await stub.SendMessage(
+        svc.SendMessageRequest(messages=msgs), metadata=META, timeout=TIMEOUT_S
+    )
+    return response
+
+
+async def test_query_route_of_missing_and_illegal_topics(channel: grpc.aio.Channel) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    missing = await stub.QueryRoute(
+        svc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")), metadata=META,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert missing.status.code == pb.TOPIC_NOT_FOUND
+    assert not missing.message_queues
+    illegal = await stub.QueryRoute(
+        svc.QueryRouteRequest(topic=pb.Resource(name="bad topic!")), timeout=TIMEOUT_S
+    )
+    assert illegal.status.code == pb.ILLEGAL_TOPIC
+
+
+async def test_route_after_a_send_names_this_endpoint(
+    channel: grpc.aio.Channel, server: str
+) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    sent = await send(stub, message())  # the topic is auto-created, as a 4.x send would
+    assert sent.status.code == pb.OK, sent.status.message
+    route = await stub.QueryRoute(
+        svc.QueryRouteRequest(topic=pb.Resource(name="GrpcTopic")), timeout=TIMEOUT_S
+    )
+    assert route.status.code == pb.OK
+    assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
+    for q in route.message_queues:
+        assert q.permission == pb.READ_WRITE
+        assert set(q.accept_message_types) == {pb.NORMAL, pb.FIFO, pb.DELAY}
+        address = q.broker.endpoints.addresses[0]
+        assert f"{address.host}:{address.port}" == server
+
+
+async def test_refused_sends_get_their_status(channel: grpc.aio.Channel) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    assert (await send(stub)).status.code == pb.BAD_REQUEST
+    cases = [
+        (message(message_id=""), pb.ILLEGAL_MESSAGE_ID),
+        (message(message_type=pb.FIFO), pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message(message_group="g"), pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message(message_type=pb.TRANSACTION), pb.NOT_IMPLEMENTED),
+        (message(tag="a||b"), pb.ILLEGAL_MESSAGE_TAG),
+        (message(keys=["k\x01"]), pb.ILLEGAL_MESSAGE_KEY),
+    ]
+    for msg, code in cases:
+        response = await send(stub, msg)
+        assert response.status.code == code, (msg, response)
+        assert response.entries[0].status.code == code
+    reserved = message()
+    reserved.user_properties["UNIQ_KEY"] = "mine"
+    assert (await send(stub, reserved)).status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    empty = message()
+    empty.body = b""
+    assert (await send(stub, empty)).status.code == pb.MESSAGE_BODY_EMPTY
+    bad_topic = message()
+    bad_topic.topic.name = "bad topic!"
+    assert (await send(stub, bad_topic)).status.code == pb.ILLEGAL_TOPIC
+    mixed = await send(stub, message(), message(message_id=""))
+    assert mixed.status.code == pb.MULTIPLE_RESULTS
+    assert [e.status.code for e in mixed.entries] == [pb.OK, pb.ILLEGAL_MESSAGE_ID]
+
+
+async def test_undecodable_request_and_the_server_keeps_serving(
+    channel: grpc.aio.Channel,
+) -> None:
+    raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await raw(b"\xff\xff\xff\xff", timeout=TIMEOUT_S)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    bidi = channel.stream_stream("/apache.rocketmq.v2.MessagingService/Telemetry")
+    call = bidi(metadata=META, timeout=TIMEOUT_S)
+    await call.write(b"\xff\xff\xff\xff")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    unknown = channel.unary_unary("/apache.rocketmq.v2.MessagingService/PullMessage")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await unknown(b"", timeout=TIMEOUT_S)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    beat = await stub.Heartbeat(
+        svc.HeartbeatRequest(client_type=pb.PRODUCER), metadata=META, timeout=TIMEOUT_S
+    )
+    assert beat.status.code == pb.OK
+
+
+async def test_consumption_rpcs_answer_not_implemented(channel: grpc.aio.Channel) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    stream = stub.ReceiveMessage(svc.ReceiveMessageRequest(), metadata=META, timeout=TIMEOUT_S)
+    assert [r.status.code async for r in stream] == [pb.NOT_IMPLEMENTED]
+    for call, request in (
+        (stub.QueryAssignment, svc.QueryAssignmentRequest()),
+        (stub.AckMessage, svc.AckMessageRequest()),
+        (stub.ChangeInvisibleDuration, svc.ChangeInvisibleDurationRequest()),
+        (stub.ForwardMessageToDeadLetterQueue, svc.ForwardMessageToDeadLetterQueueRequest()),
+        (stub.EndTransaction, svc.EndTransactionRequest()),
+    ):
+        response = await call(request, metadata=META, timeout=TIMEOUT_S)
+        assert response.status.code == pb.NOT_IMPLEMENTED
+
+
+async def telemetry(
+    stub: MessagingServiceStub, settings: pb.Settings, metadata: Any = META
+) -> svc.TelemetryCommand:
+    call = stub.Telemetry(metadata=metadata, timeout=TIMEOUT_S)
+    await call.write(svc.TelemetryCommand(settings=settings))
+    reply: svc.TelemetryCommand = await call.read()
+    await call.done_writing()
+    return reply
+
+
+async def test_telemetry_settings_reply(channel: grpc.aio.Channel) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    producer = pb.Settings(
+        client_type=pb.PRODUCER,
+        publishing=pb.Publishing(topics=[pb.Resource(name="GrpcTopic")]),
+        user_agent=pb.UA(language=pb.PYTHON, version="5.1.2"),
+    )
+    reply = await telemetry(stub, producer)
+    assert reply.status.code == pb.OK
+    assert reply.settings.publishing.max_body_size == 4 * 1024 * 1024
+    assert reply.settings.publishing.validate_message_type
+    assert [t.name for t in reply.settings.publishing.topics] == ["GrpcTopic"]
+    assert reply.settings.backoff_policy.max_attempts == 3
+    assert reply.settings.backoff_policy.HasField("exponential_backoff")
+
+    push = pb.Settings(
+        client_type=pb.PUSH_CONSUMER,
+        subscription=pb.Subscription(group=pb.Resource(name="CG_GRPC")),
+    )
+    reply = await telemetry(stub, push)
+    assert reply.status.code == pb.OK
+    sub = reply.settings.subscription
+    assert sub.long_polling_timeout.seconds == 20
+    assert sub.receive_batch_size == 32
+    assert not sub.fifo
+    backoff = reply.settings.backoff_policy
+    assert backoff.max_attempts == 17
+    assert [d.seconds for d in backoff.customized_backoff.next][:3] == [10, 30, 60]
+
+    no_group = await telemetry(stub, pb.Settings(client_type=pb.SIMPLE_CONSUMER))
+    assert no_group.status.code == pb.ILLEGAL_CONSUMER_GROUP
+    unknown = await telemetry(stub, pb.Settings(client_type=pb.PULL_CONSUMER))
+    assert unknown.status.code == pb.UNRECOGNIZED_CLIENT_TYPE
+    anonymous = await telemetry(stub, producer, metadata=())
+    assert anonymous.status.code == pb.CLIENT_ID_REQUIRED
