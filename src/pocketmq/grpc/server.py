@@ -195,6 +195,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         meta = client_meta(context)
         if not meta.client_id:
             yield svc.TelemetryCommand(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
+            # Ending the call now would fail the client's pending write with a transport
+            # error instead of this answer: let it finish writing first.
+            async for _ in request_iterator:
+                pass
             return
         async for command in request_iterator:
             kind = command.WhichOneof("command")
