@@ -29,6 +29,12 @@ def camel_to_snake(name: str) -> str:
     return _CAMEL_BOUNDARY.sub("_", name).lower()
 
 
+def snake_to_camel(name: str) -> str:
+    """``retry_max_times`` -> ``retryMaxTimes``: RocketMQ's JSON field names."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def read_properties(path: Path | str) -> dict[str, str]:
     """Parse a Java properties file.
 

@@ -85,15 +85,12 @@ class Broker:
             config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
         )
         self.subscription_groups.load()
-        self.schedule = ScheduleMessageService(
-            self.store, config_dir / "delayOffset.json", self.config.flush_delay_offset_interval
-        )
+        self.schedule = ScheduleMessageService(self.store, config_dir / "delayOffset.json")
         self.schedule.load()
         self.timer = TimerMessageService(
             self.store,
             config_dir / "timercheck.json",
             self.config.timer_max_delay_sec,
-            self.config.flush_delay_offset_interval,
         )
         self.timer.load()
         self.store.on_message_arrived = self._on_message_arrived
@@ -107,6 +104,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._register_loop()))
         await self.schedule.start()
         await self.timer.start()
+        self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
+        self._every(self.config.flush_delay_offset_interval, self.timer.persist)
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
 

@@ -106,11 +106,7 @@ class BrokerProcessors:
         Raises:
             RequestError: an invalid or system topic, a missing topic, or no write permission.
         """
-        if not self.broker.config.broker_permission & PERM_WRITE:
-            raise RequestError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
-            )
+        self._check_broker_writable()
         err = topic_error(topic)
         if err is not None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, err)
@@ -202,15 +198,26 @@ class BrokerProcessors:
             },
         )
 
-    def _retry_or_dead_letter(self, msg: MessageExt, max_reconsume_times: int | None) -> None:
-        """A client sending to a retry topic itself (when CONSUMER_SEND_MSG_BACK failed): past
-        the group's maximum, or for an ordered group, the message goes to the DLQ instead."""
-        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    def _check_broker_writable(self) -> None:
+        if not self.broker.config.broker_permission & PERM_WRITE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
+            )
+
+    def _subscription_group(self, group: str) -> SubscriptionGroupConfig:
         sub = self.broker.subscription_groups.find(group)
         if sub is None:
             raise RequestError(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
+        return sub
+
+    def _retry_or_dead_letter(self, msg: MessageExt, max_reconsume_times: int | None) -> None:
+        """A client sending to a retry topic itself (when CONSUMER_SEND_MSG_BACK failed): past
+        the group's maximum, or for an ordered group, the message goes to the DLQ instead."""
+        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sub = self._subscription_group(group)
         max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
         if msg.reconsume_times > max_times or self.broker.locks.has_live_locks(group):
             self._to_dead_letter(group, msg)
@@ -228,16 +235,8 @@ class BrokerProcessors:
         level (3 + times retried, unless the client chose one), or in its DLQ past the maximum
         or when the level is negative."""
         group = get_str(cmd, "group")
-        sub = self.broker.subscription_groups.find(group)
-        if sub is None:
-            raise RequestError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
-            )
-        if not self.broker.config.broker_permission & PERM_WRITE:
-            raise RequestError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker.config.broker_ip1}] sending message is forbidden",
-            )
+        sub = self._subscription_group(group)
+        self._check_broker_writable()
         if sub.retry_queue_nums <= 0:
             return cmd.response(ResponseCode.SUCCESS)  # the group wants no retries
         offset = get_int(cmd, "offset")

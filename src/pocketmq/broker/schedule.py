@@ -7,10 +7,11 @@ time), so one task per level only ever looks at the head: it sleeps until the he
 until a new message arrives in an empty level, and re-puts due messages into their real topic
 with DELAY cleared. Nothing polls, so lateness is the event loop's, not a 100 ms tick's.
 
-Progress per level goes to ``delayOffset.json`` every ``flush_delay_offset_interval`` and on
-stop. After a crash the level restarts at the saved offset; messages already re-put since then
-are recognised by their UNIQ_KEY in the real topic (stored after the delayed copy) and
-skipped, so a restart neither loses nor duplicates deliveries.
+Progress per level goes to ``delayOffset.json`` when the broker calls ``persist`` (every
+``flush_delay_offset_interval``) and on stop. After a crash the level restarts at the saved
+offset; messages already re-put since then are recognised by their UNIQ_KEY in the real
+topic (stored after the delayed copy) and skipped, so a restart neither loses nor duplicates
+deliveries.
 """
 
 from __future__ import annotations
@@ -39,11 +40,42 @@ def delay_level(msg: MessageExt) -> int:
         return 0
 
 
+def already_delivered(store: MessageStore, parked: MessageExt) -> bool:
+    """Whether a parked (delayed or timer) message was re-put already: its UNIQ_KEY is in its
+    real topic, stored after the parked copy."""
+    uniq = parked.uniq_key
+    real_topic = parked.properties.get(MessageConst.REAL_TOPIC)
+    if not uniq or not real_topic:
+        return False
+    found = store.query_message(
+        real_topic, uniq, 1, parked.store_timestamp, int(time.time() * 1000) + 1
+    )
+    return bool(found.messages)
+
+
+def time_up(parked: MessageExt) -> MessageExt:
+    """The message to re-put when a parked one is due: back in its real topic and queue."""
+    props = dict(parked.properties)
+    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+    props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+    return MessageExt(
+        topic=props.get(MessageConst.REAL_TOPIC, parked.topic),
+        body=parked.body,
+        queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
+        flag=parked.flag,
+        properties=props,
+        sys_flag=parked.sys_flag,
+        born_timestamp=parked.born_timestamp,
+        born_host=parked.born_host,
+        store_host=parked.store_host,
+        reconsume_times=parked.reconsume_times,
+    )
+
+
 class ScheduleMessageService:
-    def __init__(self, store: MessageStore, path: Path, flush_interval_ms: int = 10_000) -> None:
+    def __init__(self, store: MessageStore, path: Path) -> None:
         self.store = store
         self.path = path
-        self.flush_interval_ms = flush_interval_ms
         self.levels_ms = store.config.delay_levels_ms
         self.offsets: dict[int, int] = {}
         self._wake = {level: asyncio.Event() for level in self.levels}
@@ -108,7 +140,6 @@ class ScheduleMessageService:
         for level in self.levels:
             await self._skip_delivered(level)
         self._tasks = [asyncio.create_task(self._deliver_loop(level)) for level in self.levels]
-        self._tasks.append(asyncio.create_task(self._persist_loop()))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -118,14 +149,6 @@ class ScheduleMessageService:
                 await task
         self._tasks = []
         self.persist()
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval_ms / 1000)
-            try:
-                self.persist()
-            except PocketMQError as exc:
-                log.error("cannot persist delay offsets: %s", exc)
 
     def _start_offset(self, level: int) -> int:
         cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
@@ -143,19 +166,9 @@ class ScheduleMessageService:
             return
         for qo, phy, _size, _tags in cq.iter_units(self._start_offset(level)):
             msg = self.store.look_message_by_offset(phy)
-            if msg is None or not self._already_delivered(msg):
+            if msg is None or not already_delivered(self.store, msg):
                 return
             self._advance(level, qo + 1)
-
-    def _already_delivered(self, scheduled: MessageExt) -> bool:
-        uniq = scheduled.uniq_key
-        real_topic = scheduled.properties.get(MessageConst.REAL_TOPIC)
-        if not uniq or not real_topic:
-            return False
-        found = self.store.query_message(
-            real_topic, uniq, 1, scheduled.store_timestamp, int(time.time() * 1000) + 1
-        )
-        return bool(found.messages)
 
     def _deliver_time(self, level: int, tags_code: int, now_ms: int) -> int:
         # A delivery time beyond now + the level's delay is impossible (a clock step back, a
@@ -186,7 +199,7 @@ class ScheduleMessageService:
             if msg is None:
                 log.error("delay level %d: no message at commitlog offset %d, skipped", level, phy)
             else:
-                result = await self.store.put_message(self._time_up(msg))
+                result = await self.store.put_message(time_up(msg))
                 if not result.ok:
                     log.error(
                         "delay level %d: re-put of %s failed (%s), retrying in %.0f s",
@@ -195,21 +208,3 @@ class ScheduleMessageService:
                     return RETRY_AFTER_FAILURE_S
             self._advance(level, qo + 1)
         return None
-
-    @staticmethod
-    def _time_up(msg: MessageExt) -> MessageExt:
-        props = dict(msg.properties)
-        props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        return MessageExt(
-            topic=props.get(MessageConst.REAL_TOPIC, msg.topic),
-            body=msg.body,
-            queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
-            flag=msg.flag,
-            properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=msg.store_host,
-            reconsume_times=msg.reconsume_times,
-        )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pocketmq.conf import camel_to_snake
+from pocketmq.conf import camel_to_snake, snake_to_camel
 from pocketmq.store.config_file import read_json, write_json_atomic
 
 
@@ -29,11 +29,7 @@ class SubscriptionGroupConfig:
     notify_consumer_ids_changed_enable: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        out = {}
-        for f in fields(self):
-            head, *rest = f.name.split("_")
-            out[head + "".join(p.title() for p in rest)] = getattr(self, f.name)
-        return out
+        return {snake_to_camel(f.name): getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubscriptionGroupConfig:

@@ -26,6 +26,7 @@ import time
 from array import array
 from pathlib import Path
 
+from pocketmq.broker.schedule import already_delivered, time_up
 from pocketmq.errors import PocketMQError, RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt
@@ -69,13 +70,10 @@ def deliver_time_ms(msg: MessageExt, now_ms: int) -> int | None:
 
 
 class TimerMessageService:
-    def __init__(
-        self, store: MessageStore, path: Path, max_delay_s: int, flush_interval_ms: int = 10_000
-    ) -> None:
+    def __init__(self, store: MessageStore, path: Path, max_delay_s: int) -> None:
         self.store = store
         self.path = path
         self.max_delay_ms = max_delay_s * 1000
-        self.flush_interval_ms = flush_interval_ms
         self.buckets: dict[int, array[int]] = {}
         self._heap: list[int] = []  # bucket keys, each pushed once when created
         self.pending = 0
@@ -96,6 +94,8 @@ class TimerMessageService:
         Raises:
             RequestError: a bad timer property, or a delay beyond timerMaxDelaySec.
         """
+        if not any(name in msg.properties for name in _TIMER_INPUTS):
+            return  # the common case, on every send: no clock read
         now = int(time.time() * 1000)
         due = deliver_time_ms(msg, now)
         if due is None:
@@ -186,10 +186,7 @@ class TimerMessageService:
             self._enqueued_to = cq.min_offset_in_queue()
         self._enqueue_new()
         self._skip_delivered()
-        self._tasks = [
-            asyncio.create_task(self._deliver_loop()),
-            asyncio.create_task(self._persist_loop()),
-        ]
+        self._tasks = [asyncio.create_task(self._deliver_loop())]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -199,14 +196,6 @@ class TimerMessageService:
                 await task
         self._tasks = []
         self.persist()
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval_ms / 1000)
-            try:
-                self.persist()
-            except PocketMQError as exc:
-                log.error("cannot persist the timer checkpoint: %s", exc)
 
     def _skip_delivered(self) -> None:
         """After a crash: timers due already whose message is in its real topic were delivered
@@ -219,7 +208,7 @@ class TimerMessageService:
             for due, off in entries:
                 unit = cq.unit(off)
                 msg = self.store.look_message_by_offset(unit[0]) if unit else None
-                if msg is None or due > now or not self._already_delivered(msg):
+                if msg is None or due > now or not already_delivered(self.store, msg):
                     return
                 self.watermark = (due, off)
                 self.buckets[key].remove(off)
@@ -231,16 +220,6 @@ class TimerMessageService:
     def _due(cq: ConsumeQueue, off: int) -> int:
         unit = cq.unit(off)
         return unit[2] if unit else 0
-
-    def _already_delivered(self, timer_msg: MessageExt) -> bool:
-        uniq = timer_msg.uniq_key
-        real_topic = timer_msg.properties.get(MessageConst.REAL_TOPIC)
-        if not uniq or not real_topic:
-            return False
-        found = self.store.query_message(
-            real_topic, uniq, 1, timer_msg.store_timestamp, int(time.time() * 1000) + 1
-        )
-        return bool(found.messages)
 
     async def _sleep_until(self, when_ms: float | None) -> None:
         self._wake.clear()
@@ -278,7 +257,7 @@ class TimerMessageService:
                 if msg is None:
                     log.error("timer queue offset %d: no message, skipped", off)
                 else:
-                    result = await self.store.put_message(self._time_up(msg))
+                    result = await self.store.put_message(time_up(msg))
                     if not result.ok:
                         log.error(
                             "timer re-put of %s failed (%s), retrying in %.0f s",
@@ -294,20 +273,3 @@ class TimerMessageService:
             for due, off in current:  # cancelled mid-bucket (stop): keep what is left
                 self._add(off, due)
                 self.pending -= 1
-
-    @staticmethod
-    def _time_up(msg: MessageExt) -> MessageExt:
-        props = dict(msg.properties)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        return MessageExt(
-            topic=props.get(MessageConst.REAL_TOPIC, msg.topic),
-            body=msg.body,
-            queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
-            flag=msg.flag,
-            properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=msg.store_host,
-            reconsume_times=msg.reconsume_times,
-        )

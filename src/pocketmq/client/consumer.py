@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import enum
 import inspect
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -116,7 +117,7 @@ class ProcessQueue:
     def take(self, count: int) -> list[MessageExt]:
         """Orderly: the next ``count`` messages in offset order, held until commit/rollback."""
         batch = []
-        for offset in list(self.msgs)[:count]:
+        for offset in list(itertools.islice(self.msgs, count)):
             m = self.msgs.pop(offset)
             self.taken[offset] = m
             batch.append(m)
