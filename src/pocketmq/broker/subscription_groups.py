@@ -2,7 +2,8 @@
 
 A group is created with RocketMQ's defaults on first use when ``autoCreateSubscriptionGroup``
 is on. Its ``retryMaxTimes`` (16) bounds the retries of its messages before they go to the
-group's dead-letter queue, unless the client sends its own maximum.
+group's dead-letter queue, unless the client sends its own maximum. ``consumeMessageOrderly``
+makes it a FIFO group for 5.x clients (the settings reply and the POP service obey it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # A FIFO group for 5.x clients: one message group's messages are delivered one at a time.
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {snake_to_camel(f.name): getattr(self, f.name) for f in fields(self)}

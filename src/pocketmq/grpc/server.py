@@ -26,7 +26,7 @@ from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
-from pocketmq.grpc.settings import GroupPolicy, settings_reply
+from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy, settings_reply
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
@@ -145,10 +145,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         cfg = self.broker.subscription_groups.find(group)
         if cfg is None:
             raise GrpcRequestError(pb.CONSUMER_GROUP_NOT_FOUND, f"group {group} does not exist")
-        levels = self.broker.store.config.delay_levels_ms
+        if cfg.consume_message_orderly:
+            intervals: tuple[int, ...] = (FIFO_RETRY_INTERVAL_MS,)
+        else:
+            levels = self.broker.store.config.delay_levels_ms
+            intervals = levels[_FIRST_RETRY_LEVEL - 1 :] or levels[-1:]
         return GroupPolicy(
             max_delivery_attempts=cfg.retry_max_times + 1,
-            retry_intervals_ms=levels[_FIRST_RETRY_LEVEL - 1 :] or levels[-1:],
+            retry_intervals_ms=intervals,
+            fifo=cfg.consume_message_orderly,
         )
 
     # ------------------------------------------------------------------ routes, clients

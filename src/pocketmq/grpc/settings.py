@@ -26,6 +26,9 @@ RECEIVE_BATCH_SIZE = 32
 # How long a push consumer's ReceiveMessage may be held on the broker; simple consumers send
 # their own (their await duration).
 PUSH_LONG_POLLING_TIMEOUT_MS = 20_000
+# FIFO groups retry at a fixed interval (the retry seed), as 4.x orderly consumers suspend a
+# queue for suspendCurrentQueueTimeMillis (1 s) before trying again.
+FIFO_RETRY_INTERVAL_MS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,8 @@ class GroupPolicy:
 
     # Deliveries of a message before it goes to the dead-letter queue (retryMaxTimes + 1).
     max_delivery_attempts: int
-    # The wait before each redelivery, the last one repeated: the delay-level ladder.
+    # The wait before each redelivery, the last one repeated: the delay-level ladder, or one
+    # fixed interval for FIFO groups.
     retry_intervals_ms: tuple[int, ...]
     fifo: bool = False
 
