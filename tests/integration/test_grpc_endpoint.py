@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from server_procs import ServerProcess
 
 from pocketmq.grpc.v2 import definition_pb2 as pb
@@ -144,19 +145,65 @@ async def test_undecodable_request_and_the_server_keeps_serving(
     assert beat.status.code == pb.OK
 
 
-async def test_consumption_rpcs_answer_not_implemented(channel: grpc.aio.Channel) -> None:
+async def test_consumption_rpcs_refuse_bad_requests(channel: grpc.aio.Channel) -> None:
     stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
     stream = stub.ReceiveMessage(svc.ReceiveMessageRequest(), metadata=META, timeout=TIMEOUT_S)
-    assert [r.status.code async for r in stream] == [pb.NOT_IMPLEMENTED]
+    assert [r.status.code async for r in stream] == [pb.ILLEGAL_TOPIC]
     for call, request in (
         (stub.QueryAssignment, svc.QueryAssignmentRequest()),
         (stub.AckMessage, svc.AckMessageRequest()),
         (stub.ChangeInvisibleDuration, svc.ChangeInvisibleDurationRequest()),
         (stub.ForwardMessageToDeadLetterQueue, svc.ForwardMessageToDeadLetterQueueRequest()),
-        (stub.EndTransaction, svc.EndTransactionRequest()),
     ):
         response = await call(request, metadata=META, timeout=TIMEOUT_S)
-        assert response.status.code == pb.NOT_IMPLEMENTED
+        assert response.status.code == pb.ILLEGAL_TOPIC
+    transaction = await stub.EndTransaction(
+        svc.EndTransactionRequest(), metadata=META, timeout=TIMEOUT_S
+    )
+    assert transaction.status.code == pb.NOT_IMPLEMENTED
+
+    assert (await send(stub, message())).status.code == pb.OK  # the topic exists
+    topic = pb.Resource(name="GrpcTopic")
+    group = pb.Resource(name="GID_REFUSED")
+
+    def receive(**fields: Any) -> svc.ReceiveMessageRequest:
+        base: dict[str, Any] = {
+            "group": group, "message_queue": pb.MessageQueue(topic=topic, id=-1),
+            "filter_expression": pb.FilterExpression(type=pb.TAG, expression="*"),
+            "batch_size": 4, "invisible_duration": Duration(seconds=15),
+            "long_polling_timeout": Duration(nanos=200_000_000),
+        }  # fmt: skip
+        return svc.ReceiveMessageRequest(**{**base, **fields})
+
+    for request, code in (
+        (receive(invisible_duration=Duration(seconds=1)), pb.ILLEGAL_INVISIBLE_TIME),
+        (receive(batch_size=0), pb.BAD_REQUEST),
+        (receive(filter_expression=pb.FilterExpression(type=pb.SQL, expression="a>1")),
+         pb.UNSUPPORTED),
+        (receive(group=pb.Resource(name="")), pb.ILLEGAL_CONSUMER_GROUP),
+        (receive(filter_expression=pb.FilterExpression(type=pb.TAG, expression="NoSuchTag")),
+         pb.MESSAGE_NOT_FOUND),
+    ):  # fmt: skip
+        stream = stub.ReceiveMessage(request, metadata=META, timeout=TIMEOUT_S)
+        assert [r.status.code async for r in stream] == [code], request
+
+    ack = await stub.AckMessage(
+        svc.AckMessageRequest(
+            group=group, topic=topic,
+            entries=[svc.AckMessageEntry(message_id="X", receipt_handle="not a handle")],
+        ),
+        metadata=META, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert ack.status.code == pb.INVALID_RECEIPT_HANDLE
+    assert [e.status.code for e in ack.entries] == [pb.INVALID_RECEIPT_HANDLE]
+    change = await stub.ChangeInvisibleDuration(
+        svc.ChangeInvisibleDurationRequest(
+            group=group, topic=topic, receipt_handle="1 2 3 0 0 broker-a 0 0",
+            invisible_duration=Duration(seconds=5), message_id="X",
+        ),
+        metadata=META, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert change.status.code == pb.INVALID_RECEIPT_HANDLE
 
 
 async def telemetry(

@@ -20,6 +20,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
 from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.pop import PopService
 from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
@@ -45,6 +46,7 @@ class Broker:
         self.subscription_groups: SubscriptionGroupManager
         self.schedule: ScheduleMessageService
         self.timer: TimerMessageService
+        self.pop: PopService
         self.processors: BrokerProcessors
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
@@ -93,6 +95,15 @@ class Broker:
             self.config.timer_max_delay_sec,
         )
         self.timer.load()
+        self.pop = PopService(
+            self.store,
+            self.offsets,
+            self.topics,
+            self.config.broker_cluster_name,
+            self.config.broker_name,
+            self.max_delivery_attempts,
+        )
+        self.pop.load()
         self.store.on_message_arrived = self._on_message_arrived
         self.processors = BrokerProcessors(self)
         self.processors.register(self.dispatcher)
@@ -104,6 +115,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._register_loop()))
         await self.schedule.start()
         await self.timer.start()
+        await self.pop.start()
         self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
         self._every(self.config.flush_delay_offset_interval, self.timer.persist)
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
@@ -113,6 +125,12 @@ class Broker:
         self.pull_hold.notify(topic, queue_id, queue_offset)
         self.schedule.on_message_arrived(topic, queue_id, queue_offset)
         self.timer.on_message_arrived(topic, queue_id, queue_offset)
+        self.pop.on_message_arrived(topic, queue_id, queue_offset)
+
+    def max_delivery_attempts(self, group: str) -> int:
+        """Deliveries of a message to a 5.x consumer group before its DLQ: retryMaxTimes + 1."""
+        cfg = self.subscription_groups.find(group)
+        return (cfg.retry_max_times if cfg is not None else 16) + 1
 
     def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -128,6 +146,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(loop()))
 
     def _persist_offsets(self) -> None:
+        self.pop.persist()
         self.offsets.persist()
 
     def _scan_consumers(self) -> None:
@@ -192,6 +211,7 @@ class Broker:
     async def stop(self) -> None:
         await self.schedule.stop()
         await self.timer.stop()
+        await self.pop.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -43,6 +43,13 @@ class BrokerConfig:
     short_polling_time_mills: int = 1_000
     # Consumers silent this long are dropped (CHANNEL_EXPIRED_TIMEOUT).
     channel_expired_timeout: int = 120_000
+    # POP consumption by 5.x clients (RocketMQ proxy's names and defaults): the invisible time
+    # of push consumers, which the endpoint renews while they are connected; the shortest and
+    # longest a simple consumer may ask for; how long before a deadline a renewal happens.
+    default_invisible_time_mills: int = 60_000
+    min_invisible_time_mills_for_recv: int = 10_000
+    max_invisible_time_mills: int = 12 * 3600 * 1000
+    renew_ahead_time_millis: int = 10_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -52,6 +59,13 @@ class BrokerConfig:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be 0 (master) or positive (slave)")
+        if not 0 < self.min_invisible_time_mills_for_recv <= self.max_invisible_time_mills:
+            raise ConfigError(
+                "min_invisible_time_mills_for_recv must be positive and at most "
+                "max_invisible_time_mills"
+            )
+        if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
+            raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
 
     @property
     def broker_addr(self) -> str:

@@ -14,6 +14,7 @@ import ipaddress
 import zlib
 from dataclasses import dataclass
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.broker.topics import TopicConfig, topic_error
@@ -28,6 +29,7 @@ from pocketmq.protocol.message import (
     MessageExt,
     java_string_hash,
 )
+from pocketmq.store.filter import TagFilter
 
 # RocketMQ proxy's ResponseBuilder: remoting outcome -> v2 status code.
 RESPONSE_CODES: dict[int, pb.Code] = {
@@ -88,6 +90,37 @@ def timestamp_ms(ts: Timestamp) -> int:
     if ts.seconds > _SECONDS_LIMIT:
         return ts.seconds
     return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def timestamp_now() -> Timestamp:
+    ts = Timestamp()
+    ts.GetCurrentTime()
+    return ts
+
+
+def duration_ms(d: Duration) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def tag_filter(expression: pb.FilterExpression) -> tuple[TagFilter | None, frozenset[str] | None]:
+    """The store's tag-hash filter of a subscription and the tags to recheck by name (the
+    store matches hashes only); (None, None) matches everything.
+
+    Raises:
+        GrpcRequestError: UNSUPPORTED for SQL92 (not served yet), ILLEGAL_FILTER_EXPRESSION
+            for an unknown type.
+    """
+    if expression.type == pb.SQL:
+        raise GrpcRequestError(pb.UNSUPPORTED, "SQL92 filter expressions are not served yet")
+    if expression.type not in (pb.TAG, pb.FILTER_TYPE_UNSPECIFIED):
+        raise GrpcRequestError(
+            pb.ILLEGAL_FILTER_EXPRESSION, f"filter type {expression.type} is unknown"
+        )
+    tags = TagFilter.parse(expression.expression)
+    if tags is None:
+        return None, None
+    names = frozenset(t.strip() for t in expression.expression.split("||") if t.strip())
+    return tags, names
 
 
 def endpoints(host: str, port: int) -> pb.Endpoints:

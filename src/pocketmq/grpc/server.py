@@ -1,10 +1,10 @@
 """``apache.rocketmq.v2.MessagingService`` on grpc.aio, served from the broker process
 (RocketMQ's "local" proxy mode): requests go straight to the in-process broker.
 
-Served: QueryRoute, Heartbeat, Telemetry (settings exchange), SendMessage and
-NotifyClientTermination. The consumption RPCs (QueryAssignment, ReceiveMessage, AckMessage,
-ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) and EndTransaction answer
-NOT_IMPLEMENTED in their response status, so a client fails with a clear reason. Outcomes,
+Served: QueryRoute, Heartbeat, Telemetry (settings exchange), SendMessage,
+NotifyClientTermination, and the consumption RPCs on the broker's POP service (QueryAssignment,
+ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue).
+EndTransaction answers NOT_IMPLEMENTED in its response status until transactions exist. Outcomes,
 including refused requests, travel as v2 ``Status`` values inside responses, as RocketMQ's
 proxy sends them; an unexpected exception in a handler is logged and answered with
 INTERNAL_SERVER_ERROR, and never takes the server down.
@@ -21,15 +21,19 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
+from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
-from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy, settings_reply
+from pocketmq.grpc.messages import v2_message
+from pocketmq.grpc.receipts import ReceiptRenewer
+from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy, duration, settings_reply
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
+from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.message import MessageConst
 
 if TYPE_CHECKING:
@@ -41,6 +45,12 @@ log = logging.getLogger(__name__)
 DEFAULT_GRPC_PORT = 8081
 # The seed's retry ladder starts at delay level 3 (10 s), as the 4.x retry path does.
 _FIRST_RETRY_LEVEL = 3
+# A ReceiveMessage is held at most this long (grpcClientConsumerMaxLongPollingTimeoutMillis),
+# and answers this long before the client's deadline so that the answer arrives in time.
+MAX_LONG_POLLING_MS = 20_000
+DEADLINE_MARGIN_MS = 500
+# The most messages one ReceiveMessage may ask for.
+MAX_RECEIVE_BATCH_SIZE = 1024
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -121,6 +131,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.host = host
         self.port = 0  # set once the server is bound
         self._spread = itertools.count()
+        self.renewer = ReceiptRenewer(
+            broker.pop,
+            broker.config.default_invisible_time_mills,
+            broker.config.renew_ahead_time_millis,
+        )
 
     @property
     def _limits(self) -> SendLimits:
@@ -190,6 +205,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 status=status(pb.CLIENT_ID_REQUIRED, "no client id")
             )
         log.debug("client %s terminated", meta.client_id)
+        self.renewer.forget_client(meta.client_id)
         return svc.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(
@@ -205,22 +221,33 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             async for _ in request_iterator:
                 pass
             return
-        async for command in request_iterator:
-            kind = command.WhichOneof("command")
-            if kind == "settings":
-                log.debug(
-                    "settings of %s client %s (%s %s, namespace %r, request %s)",
-                    pb.ClientType.Name(command.settings.client_type), meta.client_id,
-                    meta.language, meta.client_version, meta.namespace, meta.request_id,
-                )  # fmt: skip
-                yield self._settings_command(command.settings)
-            elif kind in ("thread_stack_trace", "verify_message_result"):
-                # Answers to server commands; the broker sends none of those yet.
-                log.debug("client %s sent an unsolicited %s", meta.client_id, kind)
-            else:
-                yield svc.TelemetryCommand(
-                    status=status(pb.BAD_REQUEST, f"unexpected telemetry command {kind}")
-                )
+        self.renewer.connected(meta.client_id)
+        try:
+            async for command in request_iterator:
+                reply = self._telemetry_reply(meta, command)
+                if reply is not None:
+                    yield reply
+        finally:
+            self.renewer.disconnected(meta.client_id)
+
+    def _telemetry_reply(
+        self, meta: ClientMeta, command: svc.TelemetryCommand
+    ) -> svc.TelemetryCommand | None:
+        kind = command.WhichOneof("command")
+        if kind == "settings":
+            log.debug(
+                "settings of %s client %s (%s %s, namespace %r, request %s)",
+                pb.ClientType.Name(command.settings.client_type), meta.client_id,
+                meta.language, meta.client_version, meta.namespace, meta.request_id,
+            )  # fmt: skip
+            return self._settings_command(command.settings)
+        if kind in ("thread_stack_trace", "verify_message_result"):
+            # Answers to server commands; the broker sends none of those yet.
+            log.debug("client %s sent an unsolicited %s", meta.client_id, kind)
+            return None
+        return svc.TelemetryCommand(
+            status=status(pb.BAD_REQUEST, f"unexpected telemetry command {kind}")
+        )
 
     def _settings_command(self, client: pb.Settings) -> svc.TelemetryCommand:
         try:
@@ -285,36 +312,202 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             offset=result.queue_offset,
         )
 
-    # ------------------------------------------------------------------ not served yet
+    # ------------------------------------------------------------------ consumption (POP)
+
+    @_boundary(lambda s: svc.QueryAssignmentResponse(status=s))
+    async def QueryAssignment(
+        self, request: svc.QueryAssignmentRequest, context: Context
+    ) -> svc.QueryAssignmentResponse:
+        """What a push consumer receives from: the whole broker (queue id -1, the broker pops
+        from every queue) for concurrent groups, each queue for FIFO groups, as the proxy
+        answers."""
+        topic = convert.check_topic(request.topic)
+        policy = self._group_policy(request.group.name)
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            return svc.QueryAssignmentResponse(
+                status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+            )
+        if not cfg.perm & PERM_READ or cfg.read_queue_nums <= 0:
+            return svc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
+        queue_ids = range(cfg.read_queue_nums) if policy.fifo else (-1,)
+        broker = self._broker_pb()
+        return svc.QueryAssignmentResponse(
+            status=status(),
+            assignments=[
+                pb.Assignment(
+                    message_queue=pb.MessageQueue(
+                        topic=pb.Resource(name=topic), id=queue_id,
+                        permission=pb.READ_WRITE if cfg.perm & PERM_WRITE else pb.READ,
+                        broker=broker, accept_message_types=convert.ACCEPTED_MESSAGE_TYPES,
+                    )
+                )
+                for queue_id in queue_ids
+            ],
+        )  # fmt: skip
+
+    def _pop_request(
+        self, request: svc.ReceiveMessageRequest, context: Context
+    ) -> tuple[PopRequest, int]:
+        """The broker's pop of a ReceiveMessage, and how long it may wait (ms).
+
+        Raises:
+            GrpcRequestError: a bad topic, group, batch size, filter or invisible time.
+        """
+        topic = convert.check_topic(request.message_queue.topic)
+        group = request.group.name
+        policy = self._group_policy(group)
+        if request.batch_size <= 0 or request.batch_size > MAX_RECEIVE_BATCH_SIZE:
+            raise GrpcRequestError(
+                pb.BAD_REQUEST, f"batch_size must be 1..{MAX_RECEIVE_BATCH_SIZE}"
+            )
+        config = self.broker.config
+        if request.auto_renew:
+            invisible_ms = config.default_invisible_time_mills
+        else:
+            invisible_ms = convert.duration_ms(request.invisible_duration)
+            if not (
+                config.min_invisible_time_mills_for_recv
+                <= invisible_ms
+                <= config.max_invisible_time_mills
+            ):
+                raise GrpcRequestError(
+                    pb.ILLEGAL_INVISIBLE_TIME,
+                    f"invisible_duration must be {config.min_invisible_time_mills_for_recv}.."
+                    f"{config.max_invisible_time_mills} ms, got {invisible_ms} ms",
+                )
+        tags, tag_set = convert.tag_filter(request.filter_expression)
+        remaining = context.time_remaining()
+        left_ms = int(remaining * 1000) - DEADLINE_MARGIN_MS if remaining is not None else None
+        if request.HasField("long_polling_timeout"):
+            poll_ms = convert.duration_ms(request.long_polling_timeout)
+        else:
+            poll_ms = left_ms if left_ms is not None else MAX_LONG_POLLING_MS
+        poll_ms = min(poll_ms, MAX_LONG_POLLING_MS)
+        if left_ms is not None:
+            poll_ms = min(poll_ms, left_ms)
+        pop = PopRequest(
+            group=group, topic=topic, max_nums=request.batch_size, invisible_ms=invisible_ms,
+            tags=tags, tag_set=tag_set, fifo=policy.fifo,
+            max_attempts=policy.max_delivery_attempts,
+        )  # fmt: skip
+        return pop, max(poll_ms, 0)
 
     async def ReceiveMessage(
         self, request: svc.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[svc.ReceiveMessageResponse]:
-        yield svc.ReceiveMessageResponse(status=_not_implemented("ReceiveMessage"))
+        """Server streaming, as the proxy writes it: a status, one response per message, then
+        the delivery timestamp; or a lone MESSAGE_NOT_FOUND after the long poll."""
+        meta = client_meta(context)
+        try:
+            pop, poll_ms = self._pop_request(request, context)
+            popped = await self.broker.pop.pop(pop, poll_ms)
+        except RequestError as exc:
+            yield svc.ReceiveMessageResponse(status=convert.status_of_error(exc))
+            return
+        except Exception as exc:  # the call's task boundary
+            log.exception("gRPC ReceiveMessage failed")
+            yield svc.ReceiveMessageResponse(
+                status=status(pb.INTERNAL_SERVER_ERROR, type(exc).__name__)
+            )
+            return
+        if not popped:
+            yield svc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield svc.ReceiveMessageResponse(status=status())
+        for p in popped:
+            message = v2_message(
+                p.msg, topic=p.topic, queue_id=p.msg.queue_id, queue_offset=p.msg.queue_offset
+            )
+            sp = message.system_properties
+            sp.receipt_handle = p.handle
+            sp.delivery_attempt = p.attempt
+            sp.invisible_duration.CopyFrom(duration(p.invisible_ms))
+            if request.auto_renew and meta.client_id:
+                self.renewer.track(meta.client_id, pop.group, sp.message_id, p.topic, p.handle)
+            yield svc.ReceiveMessageResponse(message=message)
+        yield svc.ReceiveMessageResponse(delivery_timestamp=convert.timestamp_now())
 
-    async def QueryAssignment(
-        self, request: svc.QueryAssignmentRequest, context: Context
-    ) -> svc.QueryAssignmentResponse:
-        return svc.QueryAssignmentResponse(status=_not_implemented("QueryAssignment"))
-
+    @_boundary(lambda s: svc.AckMessageResponse(status=s))
     async def AckMessage(
         self, request: svc.AckMessageRequest, context: Context
     ) -> svc.AckMessageResponse:
-        return svc.AckMessageResponse(status=_not_implemented("AckMessage"))
+        topic = convert.check_topic(request.topic)
+        group = request.group.name
+        self._group_policy(group)
+        if not request.entries:
+            return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
+        client_id = client_meta(context).client_id
+        results = []
+        for entry in request.entries:
+            try:
+                handle = await self.renewer.settle(
+                    client_id, group, entry.message_id, entry.receipt_handle
+                )
+                await self.broker.pop.ack(group, topic, handle)
+                outcome = status()
+            except RequestError as exc:
+                outcome = self._consume_status(exc)
+            results.append(
+                svc.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle,
+                    status=outcome,
+                )
+            )  # fmt: skip
+        codes = {r.status.code for r in results}
+        overall = results[0].status if len(codes) == 1 else status(
+            pb.MULTIPLE_RESULTS, "the entries had different outcomes"
+        )  # fmt: skip
+        return svc.AckMessageResponse(status=overall, entries=results)
 
+    @staticmethod
+    def _consume_status(exc: RequestError) -> pb.Status:
+        if isinstance(exc, InvalidReceiptHandle):
+            return status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
+        return convert.status_of_error(exc)
+
+    @_boundary(lambda s: svc.ChangeInvisibleDurationResponse(status=s))
     async def ChangeInvisibleDuration(
         self, request: svc.ChangeInvisibleDurationRequest, context: Context
     ) -> svc.ChangeInvisibleDurationResponse:
-        return svc.ChangeInvisibleDurationResponse(
-            status=_not_implemented("ChangeInvisibleDuration")
-        )
+        topic = convert.check_topic(request.topic)
+        group = request.group.name
+        self._group_policy(group)
+        invisible_ms = convert.duration_ms(request.invisible_duration)
+        if not 0 <= invisible_ms <= self.broker.config.max_invisible_time_mills:
+            return svc.ChangeInvisibleDurationResponse(
+                status=status(
+                    pb.ILLEGAL_INVISIBLE_TIME,
+                    f"invisible_duration must be 0..{self.broker.config.max_invisible_time_mills}"
+                    f" ms, got {invisible_ms} ms",
+                )
+            )
+        try:
+            handle = await self.renewer.settle(
+                client_meta(context).client_id, group, request.message_id, request.receipt_handle
+            )
+            new = await self.broker.pop.change_invisible(group, topic, handle, invisible_ms)
+        except RequestError as exc:
+            return svc.ChangeInvisibleDurationResponse(status=self._consume_status(exc))
+        return svc.ChangeInvisibleDurationResponse(status=status(), receipt_handle=new)
 
+    @_boundary(lambda s: svc.ForwardMessageToDeadLetterQueueResponse(status=s))
     async def ForwardMessageToDeadLetterQueue(
         self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
-        return svc.ForwardMessageToDeadLetterQueueResponse(
-            status=_not_implemented("ForwardMessageToDeadLetterQueue")
-        )
+        topic = convert.check_topic(request.topic)
+        group = request.group.name
+        self._group_policy(group)
+        try:
+            handle = await self.renewer.settle(
+                client_meta(context).client_id, group, request.message_id, request.receipt_handle
+            )
+            await self.broker.pop.forward_to_dead_letter(group, topic, handle)
+        except RequestError as exc:
+            return svc.ForwardMessageToDeadLetterQueueResponse(status=self._consume_status(exc))
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    # ------------------------------------------------------------------ not served yet
 
     async def EndTransaction(
         self, request: svc.EndTransactionRequest, context: Context
@@ -416,6 +609,7 @@ class GrpcService:
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
         await server.start()
+        self.service.renewer.start()
         self._server = server
         self.port = self.service.port = port
         log.info("gRPC endpoint listening on %s:%d", self.host, port)
@@ -424,4 +618,5 @@ class GrpcService:
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._server is not None:
             await self._server.stop(grace_s)
+            await self.service.renewer.stop()
             self._server = None

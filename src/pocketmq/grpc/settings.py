@@ -43,7 +43,7 @@ class GroupPolicy:
     fifo: bool = False
 
 
-def _duration(ms: int) -> Duration:
+def duration(ms: int) -> Duration:
     return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
@@ -51,8 +51,8 @@ def producer_backoff() -> pb.RetryPolicy:
     return pb.RetryPolicy(
         max_attempts=PRODUCER_MAX_ATTEMPTS,
         exponential_backoff=pb.ExponentialBackoff(
-            initial=_duration(PRODUCER_BACKOFF_INITIAL_MS),
-            max=_duration(PRODUCER_BACKOFF_MAX_MS),
+            initial=duration(PRODUCER_BACKOFF_INITIAL_MS),
+            max=duration(PRODUCER_BACKOFF_MAX_MS),
             multiplier=PRODUCER_BACKOFF_MULTIPLIER,
         ),
     )
@@ -64,7 +64,7 @@ def consumer_backoff(policy: GroupPolicy) -> pb.RetryPolicy:
     return pb.RetryPolicy(
         max_attempts=policy.max_delivery_attempts,
         customized_backoff=pb.CustomizedBackoff(
-            next=[_duration(ms) for ms in policy.retry_intervals_ms]
+            next=[duration(ms) for ms in policy.retry_intervals_ms]
         ),
     )
 
@@ -95,6 +95,6 @@ def settings_reply(
         sub.fifo = group.fifo
         sub.receive_batch_size = RECEIVE_BATCH_SIZE
         if client.client_type == pb.PUSH_CONSUMER:
-            sub.long_polling_timeout.CopyFrom(_duration(PUSH_LONG_POLLING_TIMEOUT_MS))
+            sub.long_polling_timeout.CopyFrom(duration(PUSH_LONG_POLLING_TIMEOUT_MS))
         reply.backoff_policy.CopyFrom(consumer_backoff(group))
     return reply

@@ -1,0 +1,236 @@
+"""The POP service on a real store: pop, ack, invisible-time expiry and revive, change of
+invisible time with stale handles, DLQ after the group's deliveries, FIFO queues, and the
+in-flight state replayed from the revive log after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.pop import (
+    InvalidReceiptHandle,
+    Popped,
+    PopRequest,
+    PopService,
+    ReceiptHandle,
+    pop_retry_topic,
+)
+from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.store import MessageStore
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.filter import TagFilter
+
+TOPIC = "PopTopic"
+GROUP = "GID_POP"
+
+
+class Broker:
+    """Just what the POP service needs, reopened on the same directory by ``restart``."""
+
+    def __init__(self, root: Path, max_attempts: int = 3) -> None:
+        self.root = root
+        self.max_attempts = max_attempts
+        self.open()
+
+    def open(self) -> None:
+        self.store = MessageStore(
+            StoreConfig(store_path_root_dir=self.root, mapped_file_size_commit_log=1 << 20)
+        )
+        self.store.open()
+        self.topics = TopicConfigManager(
+            self.root / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
+            default_queue_nums=2,
+        )  # fmt: skip
+        self.topics.load()
+        self.topics.create_system_if_absent(TOPIC, 2, 6)
+        self.offsets = ConsumerOffsetManager(self.root / "offsets.json")
+        self.offsets.load()
+        self.pop = PopService(
+            self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts
+        )
+        self.pop.load()
+        self.store.on_message_arrived = self.pop.on_message_arrived
+
+    async def start(self) -> None:
+        await self.pop.start()
+
+    async def stop(self, clean: bool = True) -> None:
+        await self.pop.stop()
+        if clean:
+            self.offsets.persist()
+        self.store.close()
+
+    async def restart(self, clean: bool = True) -> None:
+        await self.stop(clean)
+        self.open()
+        await self.start()
+
+    async def send(self, body: str, queue_id: int = 0, tags: str = "A") -> None:
+        msg = MessageExt(
+            TOPIC, body.encode(), queue_id=queue_id,
+            properties={MessageConst.TAGS: tags, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: body},
+        )  # fmt: skip
+        assert (await self.store.put_messages([msg])).ok
+
+    async def receive(
+        self, n: int = 32, invisible_ms: int = 300, fifo: bool = False, poll_ms: int = 0,
+        tags: str | None = None,
+    ) -> list[Popped]:  # fmt: skip
+        req = PopRequest(
+            group=GROUP, topic=TOPIC, max_nums=n, invisible_ms=invisible_ms,
+            tags=TagFilter.parse(tags), tag_set=frozenset([tags]) if tags else None, fifo=fifo,
+            max_attempts=self.max_attempts,
+        )  # fmt: skip
+        return await self.pop.pop(req, poll_ms)
+
+    def dlq(self) -> list[bytes]:
+        result = self.store.get_message(f"%DLQ%{GROUP}", 0, 0, 32)
+        return [m for m in result.messages]
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    b = Broker(tmp_path)
+    await b.start()
+    try:
+        yield b
+    finally:
+        await b.stop()
+
+
+def bodies(popped: list[Popped]) -> list[str]:
+    return [p.msg.body.decode() for p in popped]
+
+
+async def until_popped(b: Broker, want: int, **kw: object) -> list[Popped]:
+    """Receive until ``want`` messages came back (each waits for an arrival, no sleeps)."""
+    got: list[Popped] = []
+    async with asyncio.timeout(10):
+        while len(got) < want:
+            got += await b.receive(poll_ms=2000, **kw)  # type: ignore[arg-type]
+    return got
+
+
+async def test_new_group_starts_at_the_beginning_of_a_young_queue(broker: Broker) -> None:
+    await broker.send("m0")
+    await broker.send("m1", queue_id=1)
+    got = await broker.receive()
+    assert sorted(bodies(got)) == ["m0", "m1"]
+    assert {p.attempt for p in got} == {1}
+    assert await broker.receive() == []  # invisible now, and the offsets moved on
+
+
+async def test_ack_ends_it_and_unacked_comes_back_from_the_retry_topic(broker: Broker) -> None:
+    await broker.send("acked")
+    await broker.send("dropped")
+    first = {p.msg.body.decode(): p for p in await broker.receive()}
+    await broker.pop.ack(GROUP, TOPIC, first["acked"].handle)
+    with pytest.raises(InvalidReceiptHandle, match="stale"):
+        await broker.pop.ack(GROUP, TOPIC, first["acked"].handle)
+    again = await until_popped(broker, 1)
+    assert bodies(again) == ["dropped"]
+    assert again[0].attempt == 2 and again[0].topic == TOPIC
+    assert again[0].msg.topic == pop_retry_topic(GROUP, TOPIC)
+    assert ReceiptHandle.decode(again[0].handle).retry
+    assert again[0].msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == "dropped"
+    # An expired handle is refused: the message went on without it.
+    with pytest.raises(InvalidReceiptHandle):
+        await broker.pop.ack(GROUP, TOPIC, first["dropped"].handle)
+    await broker.pop.ack(GROUP, TOPIC, again[0].handle)
+
+
+async def test_change_invisible_time_replaces_the_handle(broker: Broker) -> None:
+    await broker.send("slow")
+    (p,) = await broker.receive(invisible_ms=300)
+    new = await broker.pop.change_invisible(GROUP, TOPIC, p.handle, 1500)
+    with pytest.raises(InvalidReceiptHandle, match="stale"):
+        await broker.pop.ack(GROUP, TOPIC, p.handle)
+    start = time.monotonic()
+    again = await until_popped(broker, 1)
+    assert time.monotonic() - start >= 1.2  # not at the first deadline
+    assert again[0].attempt == 2
+    with pytest.raises(InvalidReceiptHandle):
+        await broker.pop.ack(GROUP, TOPIC, new)  # expired by now
+
+
+async def test_dead_lettered_after_the_groups_deliveries(broker: Broker) -> None:
+    await broker.send("poison")
+    attempts = [p.attempt for p in await until_popped(broker, 1)]
+    attempts += [p.attempt for p in await until_popped(broker, 1)]
+    attempts += [p.attempt for p in await until_popped(broker, 1)]
+    assert attempts == [1, 2, 3]
+    async with asyncio.timeout(5):
+        while not broker.dlq():
+            await asyncio.sleep(0.05)
+    assert await broker.receive(poll_ms=500) == []
+
+
+async def test_fifo_queue_is_blocked_until_acked_and_redelivers_in_order(broker: Broker) -> None:
+    for i in range(3):
+        await broker.send(f"q0-{i}", queue_id=0)
+    await broker.send("q1-0", queue_id=1)
+    got = {p.msg.body.decode(): p for p in await broker.receive(fifo=True)}
+    assert [b for b in got if b.startswith("q0")] == ["q0-0", "q0-1", "q0-2"]
+    assert "q1-0" in got
+    assert await broker.receive(fifo=True) == []  # both queues blocked
+    await broker.pop.ack(GROUP, TOPIC, got["q0-0"].handle)
+    await broker.pop.ack(GROUP, TOPIC, got["q1-0"].handle)
+    # q0-1 and q0-2 were not acked: at their deadline they come back, in order, nothing else.
+    again = await until_popped(broker, 2, fifo=True)
+    assert bodies(again) == ["q0-1", "q0-2"]
+    assert [p.attempt for p in again] == [2, 2]
+    for p in again:
+        await broker.pop.ack(GROUP, TOPIC, p.handle)
+    await broker.send("q0-3", queue_id=0)
+    assert bodies(await until_popped(broker, 1, fifo=True)) == ["q0-3"]
+
+
+async def test_in_flight_state_survives_a_restart(tmp_path: Path) -> None:
+    b = Broker(tmp_path)
+    await b.start()
+    try:
+        await b.send("a")
+        await b.send("b")
+        got = {p.msg.body.decode(): p for p in await b.receive(invisible_ms=1500)}
+        await b.pop.ack(GROUP, TOPIC, got["a"].handle)
+        popped_at = time.monotonic()
+        await b.restart(clean=False)  # offsets not persisted, as after a crash
+        # "b" is still invisible, "a" stays acked, and neither is popped from the queue again.
+        assert await b.receive() == []
+        again = await until_popped(b, 1)
+        assert bodies(again) == ["b"] and again[0].attempt == 2
+        assert time.monotonic() - popped_at >= 1.3
+    finally:
+        await b.stop()
+
+
+async def test_fifo_attempts_survive_a_restart(tmp_path: Path) -> None:
+    b = Broker(tmp_path)
+    await b.start()
+    try:
+        await b.send("f0")
+        await b.send("f1")
+        first = await b.receive(fifo=True, invisible_ms=300)
+        assert bodies(first) == ["f0", "f1"]
+        await b.pop.ack(GROUP, TOPIC, first[1].handle)
+        await b.restart(clean=False)
+        again = await until_popped(b, 1, fifo=True)
+        assert bodies(again) == ["f0"] and again[0].attempt == 2  # f1 stays acked
+    finally:
+        await b.stop()
+
+
+async def test_tag_filter_and_malformed_handles(broker: Broker) -> None:
+    await broker.send("x", tags="A")
+    await broker.send("y", tags="B")
+    got = await broker.receive(tags="B")
+    assert bodies(got) == ["y"]
+    for bad in ("", "1 2 3", "a b c d 0 broker-a 0 0", "1 2 3 0 9 broker-a 0 0"):
+        with pytest.raises(InvalidReceiptHandle, match="malformed"):
+            await broker.pop.ack(GROUP, TOPIC, bad)
