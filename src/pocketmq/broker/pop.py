@@ -269,7 +269,10 @@ class PopService:
     def persist(self) -> None:
         """Move the replay start up to the oldest checkpoint still in flight (the offsets
         file itself is written by the broker)."""
-        oldest = min((e.ck_offset for e in self.inflight.values()), default=None)
+        # A checkpoint still being stored (offset -1) lands at or past the queue's end.
+        oldest = min(
+            (e.ck_offset for e in self.inflight.values() if e.ck_offset >= 0), default=None
+        )
         if oldest is None:
             oldest = self.store.get_max_offset_in_queue(self.revive_topic, 0)
         self.offsets.commit(REVIVE_GROUP, self.revive_topic, 0, oldest)

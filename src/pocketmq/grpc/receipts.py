@@ -21,7 +21,8 @@ from pocketmq.errors import RequestError
 
 log = logging.getLogger(__name__)
 
-# RocketMQ proxy's renewMaxTimeMillis and renewSchedulePeriodMillis.
+# RocketMQ proxy's renewMaxTimeMillis and renewSchedulePeriodMillis (shorter when the renewal
+# lead time is, so that no handle expires between two scans).
 RENEW_MAX_MS = 3 * 3600 * 1000
 RENEW_PERIOD_S = 5.0
 
@@ -90,8 +91,9 @@ class ReceiptRenewer:
             return renewal.current
 
     async def _loop(self) -> None:
+        period_s = min(RENEW_PERIOD_S, self.ahead_ms / 2000)
         while True:
-            await asyncio.sleep(RENEW_PERIOD_S)
+            await asyncio.sleep(period_s)
             try:
                 await self.renew_due()
             except Exception:  # the task boundary: log, keep renewing
