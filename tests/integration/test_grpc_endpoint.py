@@ -1,6 +1,7 @@
 """The gRPC endpoint of ``pocketmq serve`` (a real process), driven with pocketmq's generated
 stubs: refused and malformed requests get a clean status and the server keeps serving; the
-Telemetry settings reply carries what the 5.x clients obey.
+Telemetry settings reply carries what the 5.x clients obey; a pull consumer's RPCs read a
+queue from any offset, long-poll at its end and keep the group's committed offset.
 
 This process must not import the 5.x client (``rocketmq``): both register the same
 ``apache.rocketmq.v2`` protobuf names.
@@ -8,6 +9,7 @@ This process must not import the 5.x client (``rocketmq``): both register the sa
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
 from server_procs import ServerProcess
 
 from pocketmq.grpc.v2 import definition_pb2 as pb
@@ -134,7 +137,7 @@ async def test_undecodable_request_and_the_server_keeps_serving(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await call.read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    unknown = channel.unary_unary("/apache.rocketmq.v2.MessagingService/PullMessage")
+    unknown = channel.unary_unary("/apache.rocketmq.v2.MessagingService/RecallMessage")
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await unknown(b"", timeout=TIMEOUT_S)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
@@ -251,3 +254,126 @@ async def test_telemetry_settings_reply(channel: grpc.aio.Channel) -> None:
     assert unknown.status.code == pb.UNRECOGNIZED_CLIENT_TYPE
     anonymous = await telemetry(stub, producer, metadata=())
     assert anonymous.status.code == pb.CLIENT_ID_REQUIRED
+
+
+async def pull(
+    stub: MessagingServiceStub, **fields: Any
+) -> tuple[pb.Status, list[pb.Message], int | None]:
+    """One PullMessage call: its status, messages and next offset, whatever their order."""
+    request = svc.PullMessageRequest(**{"batch_size": 32, **fields})
+    code, msgs, next_offset = None, [], None
+    async for r in stub.PullMessage(request, metadata=META, timeout=TIMEOUT_S):
+        kind = r.WhichOneof("content")
+        if kind == "status":
+            code = r.status
+        elif kind == "message":
+            msgs.append(r.message)
+        else:
+            next_offset = r.next_offset
+    assert code is not None, "the stream carried no status"
+    return code, msgs, next_offset
+
+
+async def test_pull_consumer_rpcs(channel: grpc.aio.Channel) -> None:
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    topic = pb.Resource(name="GrpcPullTopic")
+    group = pb.Resource(name="GID_PULL")
+
+    def fifo(tag: str) -> pb.Message:
+        msg = message(tag=tag, message_type=pb.FIFO, message_group="order-1")
+        msg.topic.CopyFrom(topic)
+        msg.body = f"body {tag}".encode()
+        return msg
+
+    sent = await send(stub, fifo("A"), fifo("B"), fifo("A"))
+    assert sent.status.code == pb.OK, sent.status.message
+    ids = [e.message_id for e in sent.entries]
+
+    async def query(queue_id: int, **fields: Any) -> svc.QueryOffsetResponse:
+        mq = pb.MessageQueue(topic=topic, id=queue_id)
+        response: svc.QueryOffsetResponse = await stub.QueryOffset(
+            svc.QueryOffsetRequest(message_queue=mq, **fields), metadata=META, timeout=TIMEOUT_S
+        )
+        return response
+
+    # One message group, one queue: the queue whose end is 3.
+    ends = {q: (await query(q, query_offset_policy=pb.END)).offset for q in range(4)}
+    [queue_id] = [q for q, end in ends.items() if end == 3]
+    mq = pb.MessageQueue(topic=topic, id=queue_id)
+    assert (await query(queue_id, query_offset_policy=pb.BEGINNING)).offset == 0
+    future = Timestamp(seconds=4_000_000_000)
+    at_future = await query(queue_id, query_offset_policy=pb.TIMESTAMP, timestamp=future)
+    assert (at_future.status.code, at_future.offset) == (pb.OK, 3)
+    at_zero = await query(queue_id, query_offset_policy=pb.TIMESTAMP, timestamp=Timestamp())
+    assert (at_zero.status.code, at_zero.offset) == (pb.OK, 0)
+    assert (await query(queue_id, query_offset_policy=pb.TIMESTAMP)).status.code == pb.BAD_REQUEST
+    assert (await query(99)).status.code == pb.BAD_REQUEST
+    elsewhere = pb.MessageQueue(topic=topic, id=0, broker=pb.Broker(name="broker-z"))
+    moved = await stub.QueryOffset(
+        svc.QueryOffsetRequest(message_queue=elsewhere), metadata=META, timeout=TIMEOUT_S
+    )
+    assert moved.status.code == pb.BAD_REQUEST
+    missing = await stub.QueryOffset(
+        svc.QueryOffsetRequest(message_queue=pb.MessageQueue(topic=pb.Resource(name="NoSuch"))),
+        metadata=META, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert missing.status.code == pb.TOPIC_NOT_FOUND
+
+    status, msgs, next_offset = await pull(stub, group=group, message_queue=mq, offset=0)
+    assert status.code == pb.OK and next_offset == 3
+    assert [m.body for m in msgs] == [b"body A", b"body B", b"body A"]
+    assert [m.system_properties.message_id for m in msgs] == ids
+    assert [m.system_properties.queue_offset for m in msgs] == [0, 1, 2]
+    assert {
+        (m.system_properties.message_type, m.system_properties.message_group) for m in msgs
+    } == {(pb.FIFO, "order-1")}
+    tag_a = pb.FilterExpression(type=pb.TAG, expression="A")
+    status, msgs, next_offset = await pull(
+        stub, group=group, message_queue=mq, offset=0, filter_expression=tag_a
+    )
+    assert [m.system_properties.tag for m in msgs] == ["A", "A"] and next_offset == 3
+    short = Duration(nanos=200_000_000)
+    status, msgs, next_offset = await pull(
+        stub, group=group, message_queue=mq, offset=3, long_polling_timeout=short
+    )
+    assert (status.code, msgs, next_offset) == (pb.OK, [], 3)
+    # Past the end of a queue that never lost a message: back to its start, as RocketMQ does.
+    status, msgs, next_offset = await pull(stub, group=group, message_queue=mq, offset=99)
+    assert (status.code, msgs, next_offset) == (pb.ILLEGAL_OFFSET, [], 0)
+    for fields, code in (
+        ({"batch_size": 0}, pb.BAD_REQUEST),
+        ({"group": pb.Resource(name="")}, pb.ILLEGAL_CONSUMER_GROUP),
+        ({"filter_expression": pb.FilterExpression(type=pb.SQL, expression="a > 1")},
+         pb.UNSUPPORTED),
+    ):  # fmt: skip
+        status, _, _ = await pull(stub, **{"group": group, "message_queue": mq, **fields})
+        assert status.code == code, fields
+
+    # A pull at the end waits for the next message (it has usually parked by the time the
+    # message is sent; either way it must return with it rather than after its timeout).
+    waiting = asyncio.create_task(
+        pull(
+            stub, group=group, message_queue=mq, offset=3, long_polling_timeout=Duration(seconds=8)
+        )
+    )
+    await asyncio.sleep(0.3)
+    assert (await send(stub, fifo("C"))).status.code == pb.OK
+    status, msgs, next_offset = await waiting
+    assert [m.body for m in msgs] == [b"body C"] and next_offset == 4
+
+    async def get_offset(g: pb.Resource) -> svc.GetOffsetResponse:
+        response: svc.GetOffsetResponse = await stub.GetOffset(
+            svc.GetOffsetRequest(group=g, message_queue=mq), metadata=META, timeout=TIMEOUT_S
+        )
+        return response
+
+    assert (await get_offset(group)).status.code == pb.OFFSET_NOT_FOUND
+    assert (await get_offset(pb.Resource(name=""))).status.code == pb.ILLEGAL_CONSUMER_GROUP
+    for offset, code in ((2, pb.OK), (-1, pb.ILLEGAL_OFFSET)):
+        updated = await stub.UpdateOffset(
+            svc.UpdateOffsetRequest(group=group, message_queue=mq, offset=offset),
+            metadata=META, timeout=TIMEOUT_S,
+        )  # fmt: skip
+        assert updated.status.code == code
+    committed = await get_offset(group)
+    assert (committed.status.code, committed.offset) == (pb.OK, 2)

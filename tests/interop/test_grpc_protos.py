@@ -50,6 +50,7 @@ def test_our_protos_agree_with_the_official_client() -> None:
     served = ours["apache.rocketmq.v2.MessagingService"]
     assert set(served) == {
         "QueryRoute", "Heartbeat", "SendMessage", "QueryAssignment", "ReceiveMessage",
-        "AckMessage", "ForwardMessageToDeadLetterQueue", "EndTransaction", "Telemetry",
-        "NotifyClientTermination", "ChangeInvisibleDuration",
+        "AckMessage", "ForwardMessageToDeadLetterQueue", "PullMessage", "UpdateOffset",
+        "GetOffset", "QueryOffset", "EndTransaction", "Telemetry", "NotifyClientTermination",
+        "ChangeInvisibleDuration",
     }  # fmt: skip

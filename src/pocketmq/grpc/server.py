@@ -2,28 +2,32 @@
 (RocketMQ's "local" proxy mode): requests go straight to the in-process broker.
 
 Served: QueryRoute, Heartbeat, Telemetry (settings exchange), SendMessage,
-NotifyClientTermination, and the consumption RPCs on the broker's POP service (QueryAssignment,
-ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue).
-EndTransaction answers NOT_IMPLEMENTED in its response status until transactions exist. Outcomes,
-including refused requests, travel as v2 ``Status`` values inside responses, as RocketMQ's
-proxy sends them; an unexpected exception in a handler is logged and answered with
-INTERNAL_SERVER_ERROR, and never takes the server down.
+NotifyClientTermination, the consumption RPCs on the broker's POP service (QueryAssignment,
+ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue), and those
+of pull consumers, which keep their own position, on the store and the consumer offsets
+(PullMessage, UpdateOffset, GetOffset, QueryOffset). EndTransaction answers NOT_IMPLEMENTED
+in its response status until transactions exist. Outcomes, including refused requests, travel
+as v2 ``Status`` values inside responses, as RocketMQ's proxy sends them; an unexpected
+exception in a handler is logged and answered with INTERNAL_SERVER_ERROR, and never takes the
+server down.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import DecodeError
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
-from pocketmq.broker.status_map import PUT_STATUS_CODES
-from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY
+from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
+from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
@@ -34,7 +38,8 @@ from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
 from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
-from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.message import MessageConst, decode_message
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -311,6 +316,163 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             message_id=msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
             offset=result.queue_offset,
         )
+
+    # ------------------------------------------------------------------ offsets
+
+    def _queue(self, mq: pb.MessageQueue) -> tuple[TopicConfig, int]:
+        """The topic config and queue id of a request's queue, which must be one of ours.
+
+        Raises:
+            GrpcRequestError: ILLEGAL_TOPIC or TOPIC_NOT_FOUND; BAD_REQUEST for another broker's
+                queue or a queue id the topic does not have.
+        """
+        topic = convert.check_topic(mq.topic)
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            raise GrpcRequestError(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        name = self.broker.config.broker_name
+        if mq.broker.name and mq.broker.name != name:
+            raise GrpcRequestError(
+                pb.BAD_REQUEST, f"the queue is on broker {mq.broker.name}, this is broker {name}"
+            )
+        if not 0 <= mq.id < cfg.read_queue_nums:
+            raise GrpcRequestError(
+                pb.BAD_REQUEST,
+                f"queue id {mq.id} is illegal, topic {topic} has {cfg.read_queue_nums} read queues",
+            )
+        return cfg, mq.id
+
+    @staticmethod
+    def _long_polling_ms(timeout: Duration | None, context: Context) -> int:
+        """How long a request may wait for messages: what it asks for (until its deadline when
+        it asks for nothing), at most MAX_LONG_POLLING_MS and ending before the deadline."""
+        remaining = context.time_remaining()
+        left_ms = None if remaining is None else int(remaining * 1000) - DEADLINE_MARGIN_MS
+        if timeout is not None:
+            wait_ms = convert.duration_ms(timeout)
+        else:
+            wait_ms = MAX_LONG_POLLING_MS if left_ms is None else left_ms
+        wait_ms = min(wait_ms, MAX_LONG_POLLING_MS)
+        if left_ms is not None:
+            wait_ms = min(wait_ms, left_ms)
+        return max(wait_ms, 0)
+
+    async def PullMessage(
+        self, request: svc.PullMessageRequest, context: Context
+    ) -> AsyncIterator[svc.PullMessageResponse]:
+        """Server streaming: a status, the messages found, then the offset to pull from next
+        (past messages the filter skipped). An offset outside the queue answers ILLEGAL_OFFSET
+        with the offset to resume from, as a 4.x pull answers PULL_OFFSET_MOVED."""
+        for response in await self._pull(request, context):
+            yield response
+
+    @_boundary(lambda s: [svc.PullMessageResponse(status=s)])
+    async def _pull(
+        self, request: svc.PullMessageRequest, context: Context
+    ) -> list[svc.PullMessageResponse]:
+        group = request.group.name
+        self._group_policy(group)
+        cfg, queue_id = self._queue(request.message_queue)
+        topic = cfg.topic_name
+        if not self.broker.config.broker_permission & PERM_READ:
+            raise GrpcRequestError(pb.FORBIDDEN, "the broker pulling message is forbidden")
+        if not cfg.perm & PERM_READ:
+            raise GrpcRequestError(pb.FORBIDDEN, f"the topic {topic} pulling message is forbidden")
+        if request.batch_size <= 0:
+            raise GrpcRequestError(pb.BAD_REQUEST, "batch_size must be positive")
+        tags, tag_names = convert.tag_filter(request.filter_expression)
+        timeout = request.long_polling_timeout if request.HasField("long_polling_timeout") else None
+        deadline = time.monotonic() + self._long_polling_ms(timeout, context) / 1000
+        offset = request.offset
+        while True:
+            result = self.broker.store.get_message(
+                topic, queue_id, offset, request.batch_size, tags
+            )
+            code = pull_code(result.status, offset)
+            remaining = deadline - time.monotonic()
+            if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0:
+                break
+            await self.broker.pull_hold.wait(topic, queue_id, offset, remaining)
+        next_offset = result.next_begin_offset
+        self.broker.offsets.commit_pull(group, topic, queue_id, next_offset)
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            moved = status(
+                pb.ILLEGAL_OFFSET,
+                f"offset {offset} is outside queue {queue_id} of {topic} "
+                f"({result.min_offset}..{result.max_offset}), pull from {next_offset}",
+            )
+            return [
+                svc.PullMessageResponse(status=moved),
+                svc.PullMessageResponse(next_offset=next_offset),
+            ]
+        responses = [svc.PullMessageResponse(status=status())]
+        for raw in result.messages:
+            msg = decode_message(raw)
+            # The store matched tag hashes only; a colliding tag is skipped here.
+            if tag_names is None or msg.tags in tag_names:
+                message = v2_message(msg, queue_id=queue_id, queue_offset=msg.queue_offset)
+                responses.append(svc.PullMessageResponse(message=message))
+        responses.append(svc.PullMessageResponse(next_offset=next_offset))
+        return responses
+
+    @_boundary(lambda s: svc.UpdateOffsetResponse(status=s))
+    async def UpdateOffset(
+        self, request: svc.UpdateOffsetRequest, context: Context
+    ) -> svc.UpdateOffsetResponse:
+        """Commit the offset a group consumes next in a queue (persisted with the 4.x ones)."""
+        group = request.group.name
+        self._group_policy(group)
+        cfg, queue_id = self._queue(request.message_queue)
+        if request.offset < 0:
+            return svc.UpdateOffsetResponse(
+                status=status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+            )
+        self.broker.offsets.commit(group, cfg.topic_name, queue_id, request.offset)
+        return svc.UpdateOffsetResponse(status=status())
+
+    @_boundary(lambda s: svc.GetOffsetResponse(status=s))
+    async def GetOffset(
+        self, request: svc.GetOffsetRequest, context: Context
+    ) -> svc.GetOffsetResponse:
+        """A group's committed offset in a queue. Without one the answer is OFFSET_NOT_FOUND,
+        unlike a 4.x query (which answers 0 for a queue that never lost a message): a pull
+        consumer then starts where its own policy says, by QueryOffset."""
+        group = request.group.name
+        if not group:
+            raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
+        cfg, queue_id = self._queue(request.message_queue)
+        offset = self.broker.offsets.query(group, cfg.topic_name, queue_id)
+        if offset < 0:
+            return svc.GetOffsetResponse(
+                status=status(
+                    pb.OFFSET_NOT_FOUND,
+                    f"group {group} has no offset in queue {queue_id} of {cfg.topic_name}",
+                )
+            )
+        return svc.GetOffsetResponse(status=status(), offset=offset)
+
+    @_boundary(lambda s: svc.QueryOffsetResponse(status=s))
+    async def QueryOffset(
+        self, request: svc.QueryOffsetRequest, context: Context
+    ) -> svc.QueryOffsetResponse:
+        """A queue's first offset still stored (BEGINNING), the offset its next message gets
+        (END), or the first offset stored at or after a time (TIMESTAMP; END when none is)."""
+        cfg, queue_id = self._queue(request.message_queue)
+        topic = cfg.topic_name
+        store = self.broker.store
+        policy = request.query_offset_policy
+        if policy == pb.BEGINNING:
+            offset = store.get_min_offset_in_queue(topic, queue_id)
+        elif policy == pb.END:
+            offset = store.get_max_offset_in_queue(topic, queue_id)
+        elif policy == pb.TIMESTAMP:
+            if not request.HasField("timestamp"):
+                raise GrpcRequestError(pb.BAD_REQUEST, "a TIMESTAMP query needs a timestamp")
+            at_ms = convert.timestamp_ms(request.timestamp)
+            offset = store.get_offset_in_queue_by_time(topic, queue_id, at_ms)
+        else:
+            raise GrpcRequestError(pb.BAD_REQUEST, f"query offset policy {policy} is unknown")
+        return svc.QueryOffsetResponse(status=status(), offset=offset)
 
     # ------------------------------------------------------------------ consumption (POP)
 

@@ -149,6 +149,12 @@ class Language(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OBJECTIVE_C: _ClassVar[Language]
     DART: _ClassVar[Language]
     KOTLIN: _ClassVar[Language]
+
+class QueryOffsetPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BEGINNING: _ClassVar[QueryOffsetPolicy]
+    END: _ClassVar[QueryOffsetPolicy]
+    TIMESTAMP: _ClassVar[QueryOffsetPolicy]
 TRANSACTION_RESOLUTION_UNSPECIFIED: TransactionResolution
 COMMIT: TransactionResolution
 ROLLBACK: TransactionResolution
@@ -255,6 +261,9 @@ RUBY: Language
 OBJECTIVE_C: Language
 DART: Language
 KOTLIN: Language
+BEGINNING: QueryOffsetPolicy
+END: QueryOffsetPolicy
+TIMESTAMP: QueryOffsetPolicy
 
 class FilterExpression(_message.Message):
     __slots__ = ("type", "expression")

@@ -69,6 +69,26 @@ class MessagingServiceStub:
                 request_serializer=service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
                 response_deserializer=service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
                 _registered_method=True)
+        self.PullMessage = channel.unary_stream(
+                '/apache.rocketmq.v2.MessagingService/PullMessage',
+                request_serializer=service__pb2.PullMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.PullMessageResponse.FromString,
+                _registered_method=True)
+        self.UpdateOffset = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/UpdateOffset',
+                request_serializer=service__pb2.UpdateOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.UpdateOffsetResponse.FromString,
+                _registered_method=True)
+        self.GetOffset = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/GetOffset',
+                request_serializer=service__pb2.GetOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.GetOffsetResponse.FromString,
+                _registered_method=True)
+        self.QueryOffset = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/QueryOffset',
+                request_serializer=service__pb2.QueryOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.QueryOffsetResponse.FromString,
+                _registered_method=True)
         self.EndTransaction = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/EndTransaction',
                 request_serializer=service__pb2.EndTransactionRequest.SerializeToString,
@@ -136,6 +156,30 @@ class MessagingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PullMessage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def EndTransaction(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -197,6 +241,26 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.ForwardMessageToDeadLetterQueue,
                     request_deserializer=service__pb2.ForwardMessageToDeadLetterQueueRequest.FromString,
                     response_serializer=service__pb2.ForwardMessageToDeadLetterQueueResponse.SerializeToString,
+            ),
+            'PullMessage': grpc.unary_stream_rpc_method_handler(
+                    servicer.PullMessage,
+                    request_deserializer=service__pb2.PullMessageRequest.FromString,
+                    response_serializer=service__pb2.PullMessageResponse.SerializeToString,
+            ),
+            'UpdateOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateOffset,
+                    request_deserializer=service__pb2.UpdateOffsetRequest.FromString,
+                    response_serializer=service__pb2.UpdateOffsetResponse.SerializeToString,
+            ),
+            'GetOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOffset,
+                    request_deserializer=service__pb2.GetOffsetRequest.FromString,
+                    response_serializer=service__pb2.GetOffsetResponse.SerializeToString,
+            ),
+            'QueryOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryOffset,
+                    request_deserializer=service__pb2.QueryOffsetRequest.FromString,
+                    response_serializer=service__pb2.QueryOffsetResponse.SerializeToString,
             ),
             'EndTransaction': grpc.unary_unary_rpc_method_handler(
                     servicer.EndTransaction,
@@ -408,6 +472,114 @@ class MessagingService:
             '/apache.rocketmq.v2.MessagingService/ForwardMessageToDeadLetterQueue',
             service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
             service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PullMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/PullMessage',
+            service__pb2.PullMessageRequest.SerializeToString,
+            service__pb2.PullMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/UpdateOffset',
+            service__pb2.UpdateOffsetRequest.SerializeToString,
+            service__pb2.UpdateOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/GetOffset',
+            service__pb2.GetOffsetRequest.SerializeToString,
+            service__pb2.GetOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/QueryOffset',
+            service__pb2.QueryOffsetRequest.SerializeToString,
+            service__pb2.QueryOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
