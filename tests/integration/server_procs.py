@@ -14,14 +14,15 @@ from typing import Any
 
 class ServerProcess:
     """``python -m pocketmq.cli ROLE --listen 127.0.0.1:0 --ready-file F ...``; for ``serve``,
-    pass ``listen=False`` and the port options: the ready file then holds JSON ports. ``serve``
-    gets a free gRPC port unless ``--grpc-port`` is among the options."""
+    pass ``listen=False`` and the port options. The ready file of ``namesrv`` holds its port,
+    those of ``broker`` and ``serve`` JSON ports, the broker's in ``port``. Both get a free
+    gRPC port unless ``--grpc-port`` is among the options."""
 
     def __init__(self, role: str, workdir: Path, *args: str, listen: bool = True) -> None:
         self.ready_file = workdir / f"{role}.ready"
         self.log_path = workdir / f"{role}.log"
         self.ready_file.unlink(missing_ok=True)
-        if role == "serve" and "--grpc-port" not in args:
+        if role in ("broker", "serve") and "--grpc-port" not in args:
             args = (*args, "--grpc-port", "0")
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -32,7 +33,7 @@ class ServerProcess:
             env={**os.environ, "HOME": str(workdir)},
         )  # fmt: skip
         self.ready = self._wait_ready(30)
-        self.port = self.ready if isinstance(self.ready, int) else 0
+        self.port = self.ready if isinstance(self.ready, int) else self.ready.get("broker", 0)
         self.addr = f"127.0.0.1:{self.port}"
 
     def _wait_ready(self, timeout_s: float) -> Any:

@@ -1,7 +1,8 @@
 """The gRPC endpoint of ``pocketmq serve`` (a real process), driven with pocketmq's generated
 stubs: refused and malformed requests get a clean status and the server keeps serving; the
 Telemetry settings reply carries what the 5.x clients obey; a pull consumer's RPCs read a
-queue from any offset, long-poll at its end and keep the group's committed offset.
+queue from any offset, long-poll at its end and keep the group's committed offset. A lone
+``pocketmq broker`` serves the same endpoint.
 
 This process must not import the 5.x client (``rocketmq``): both register the same
 ``apache.rocketmq.v2`` protobuf names.
@@ -10,8 +11,13 @@ This process must not import the 5.x client (``rocketmq``): both register the sa
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -61,6 +67,39 @@ async def send(stub: MessagingServiceStub, *msgs: pb.Message) -> svc.SendMessage
         svc.SendMessageRequest(messages=msgs), metadata=META, timeout=TIMEOUT_S
     )
     return response
+
+
+async def test_a_lone_broker_serves_grpc(tmp_path: Path) -> None:
+    proc = ServerProcess("broker", tmp_path, "--store", str(tmp_path / "store"))
+    try:
+        endpoint = f"127.0.0.1:{proc.ready['grpc']}"
+        async with grpc.aio.insecure_channel(endpoint) as ch:
+            stub = MessagingServiceStub(ch)  # type: ignore[no-untyped-call]
+            assert (await send(stub, message())).status.code == pb.OK
+            route = await stub.QueryRoute(
+                svc.QueryRouteRequest(topic=pb.Resource(name="GrpcTopic")), timeout=TIMEOUT_S
+            )
+    finally:
+        assert proc.stop() == 0, proc.log_path.read_text()
+    assert route.status.code == pb.OK
+    address = route.message_queues[0].broker.endpoints.addresses[0]
+    assert f"{address.host}:{address.port}" == endpoint
+    assert proc.port == proc.ready["broker"] != 0
+
+
+def test_a_broker_whose_grpc_port_is_taken_stops_cleanly(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = subprocess.run(
+            [sys.executable, "-m", "pocketmq.cli", "broker", "--listen", "127.0.0.1:0",
+             "--store", str(tmp_path / "store"), "--grpc-port", str(taken.getsockname()[1])],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )  # fmt: skip
+    assert out.returncode == 1
+    assert "cannot start the gRPC endpoint" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "store" / "abort").exists()  # the store was closed cleanly
 
 
 async def test_query_route_of_missing_and_illegal_topics(channel: grpc.aio.Channel) -> None:

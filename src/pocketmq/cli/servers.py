@@ -1,5 +1,8 @@
 """``pocketmq namesrv | broker | serve``: run server roles in the foreground until SIGTERM or
-SIGINT, then stop cleanly (the store is flushed and its abort marker removed)."""
+SIGINT, then stop cleanly (the store is flushed and its abort marker removed).
+
+A broker process serves 5.x clients itself on its gRPC endpoint (RocketMQ's local proxy
+mode), whether it runs alone (``broker``) or next to a NameServer (``serve``)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,30 @@ def config_option(help_text: str) -> Callable[[F], F]:
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help=help_text,
     )
+
+
+def grpc_port_option(fn: F) -> F:
+    """``--grpc-port``: the broker's gRPC endpoint for 5.x clients."""
+    return click.option(
+        "--grpc-port",
+        type=int,
+        default=DEFAULT_GRPC_PORT,
+        show_default=True,
+        help="gRPC endpoint for 5.x clients (apache.rocketmq.v2); 0 picks a free port.",
+    )(fn)
+
+
+async def start_grpc(broker: Broker, host: str, port: int) -> tuple[GrpcService, int]:
+    """Start a started broker's gRPC endpoint; the bound port comes back with it.
+
+    Raises:
+        click.ClickException: the port cannot be bound.
+    """
+    service = GrpcService(broker, host, port)
+    try:
+        return service, await service.start()
+    except OSError as exc:
+        raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -126,19 +153,21 @@ def _broker_config(
 )
 @click.option("--listen", default=None, help="host:port to listen on (port 0 picks a free one).")
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
+@grpc_port_option
 @click.option(
     "--ready-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the bound port here once serving.",
+    help='Write {"broker": port, "grpc": port} here once serving.',
 )
 def broker(
     conf: Path | None,
     store_dir: Path | None,
     listen: str | None,
     namesrv_addr: str | None,
+    grpc_port: int,
     ready_file: Path | None,
 ) -> None:
-    """Run a broker (default 127.0.0.1:10911, store in ~/store)."""
+    """Run a broker (default 127.0.0.1:10911, gRPC endpoint on port 8081, store in ~/store)."""
     from pocketmq.cli.main import run_async
 
     config = _broker_config(conf, store_dir, listen, namesrv_addr)
@@ -150,12 +179,21 @@ def broker(
             port = await server.start()
         except (OSError, StoreError) as exc:
             raise click.ClickException(f"cannot start the broker: {exc}") from exc
-        click.echo(f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}")
+        try:
+            grpc_server, g_port = await start_grpc(server, config.listen_host, grpc_port)
+        except click.ClickException:
+            await server.stop()
+            raise
+        click.echo(
+            f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}, "
+            f"gRPC endpoint {config.listen_host}:{g_port}"
+        )
         if ready_file is not None:
-            write_ready_file(ready_file, str(port))
+            write_ready_file(ready_file, json.dumps({"broker": port, "grpc": g_port}))
         try:
             await stop.wait()
         finally:
+            await grpc_server.stop()
             await server.stop()
 
     run_async(serve())
@@ -174,13 +212,7 @@ def broker(
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--namesrv-port", type=int, default=9876, show_default=True)
 @click.option("--broker-port", type=int, default=10911, show_default=True)
-@click.option(
-    "--grpc-port",
-    type=int,
-    default=DEFAULT_GRPC_PORT,
-    show_default=True,
-    help="gRPC endpoint for 5.x clients (apache.rocketmq.v2); 0 picks a free port.",
-)
+@grpc_port_option
 @click.option(
     "--ready-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -217,13 +249,12 @@ def serve(
         except (OSError, StoreError) as exc:
             await namesrv_server.stop()
             raise click.ClickException(f"cannot start the broker: {exc}") from exc
-        grpc_server = GrpcService(broker_server, host, grpc_port)
         try:
-            g_port = await grpc_server.start()
-        except OSError as exc:
+            grpc_server, g_port = await start_grpc(broker_server, host, grpc_port)
+        except click.ClickException:
             await broker_server.stop()
             await namesrv_server.stop()
-            raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
+            raise
         click.echo(
             f"pocketmq serving: name server {host}:{ns_port}, broker {host}:{b_port}, "
             f"gRPC endpoint {host}:{g_port}, store {store_dir}\n"
