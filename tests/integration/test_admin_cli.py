@@ -1,10 +1,13 @@
-"""`pocketmq admin` against a live `pocketmq serve`: topics, routes, cluster, send, consume."""
+"""`pocketmq admin` against a live `pocketmq serve`: topics, routes, cluster, send, consume,
+subscription groups."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server_procs import ServerProcess
@@ -52,3 +55,44 @@ def test_admin_verbs(tmp_path: Path) -> None:
     down = admin(ns, "topic-list")
     assert down.returncode == 1 and "cannot connect" in down.stderr
     assert "Traceback" not in down.stderr
+
+
+def test_subscription_group_verbs(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        "serve", tmp_path, "--namesrv-port", "0", "--broker-port", "0", listen=False
+    )
+    ns = f"127.0.0.1:{proc.ready['namesrv']}"
+    broker = f"127.0.0.1:{proc.ready['broker']}"
+
+    def group_config() -> dict[str, Any]:
+        configs: dict[str, dict[str, Any]] = json.loads(
+            ok(ns, "subscription-group", "-g", "CG_ADMIN")
+        )
+        assert list(configs) == [broker]
+        return configs[broker]
+
+    try:
+        missing = admin(ns, "subscription-group", "-g", "CG_ADMIN")
+        assert missing.returncode == 1 and "no master broker has" in missing.stderr
+        created = ok(ns, "update-subscription-group", "-g", "CG_ADMIN", "-r", "3", "-o")
+        assert f"update subscription group CG_ADMIN on {broker}: OK" in created
+        cfg = group_config()
+        assert (cfg["retryMaxTimes"], cfg["consumeMessageOrderly"]) == (3, True)
+        assert (cfg["retryQueueNums"], cfg["consumeEnable"]) == (1, True)  # RocketMQ's defaults
+        # Options left out keep their values.
+        ok(ns, "update-subscription-group", "-g", "CG_ADMIN", "--no-orderly", "-q", "2",
+           "--no-consume-enable", "--broadcast", "-c", "DefaultCluster")  # fmt: skip
+        cfg = group_config()
+        assert cfg["retryMaxTimes"] == 3
+        assert (cfg["consumeMessageOrderly"], cfg["retryQueueNums"]) == (False, 2)
+        assert (cfg["consumeEnable"], cfg["consumeBroadcastEnable"]) == (False, True)
+        for args, code, why in (
+            (("-g", " "), 2, "blank"),
+            (("-g", "CG_ADMIN", "-r", "-1"), 2, "-1"),
+            (("-g", "CG_ADMIN", "-c", "NoSuchCluster"), 1, "no master broker found"),
+        ):
+            bad = admin(ns, "update-subscription-group", *args)
+            assert bad.returncode == code and why in bad.stderr, bad.stderr
+            assert "Traceback" not in bad.stderr
+    finally:
+        assert proc.stop() == 0
