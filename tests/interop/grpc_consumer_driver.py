@@ -24,8 +24,6 @@ from server_procs import ServerProcess
 
 from pocketmq.client import ConsumeFromWhere, LitePullConsumer, MessageExt, MessageQueue
 from pocketmq.client.instance import ClientInstance
-from pocketmq.protocol import json_body
-from pocketmq.protocol.codes import RequestCode
 
 SCRIPT = Path(__file__).with_name("grpc_consumer_script.py")
 
@@ -84,25 +82,12 @@ def create_topic(serve: Serve, topic: str) -> None:
 
 
 def set_group(serve: Serve, group: str, retry_max_times: int, *, orderly: bool = False) -> None:
-    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on every master, before the group's clients start:
-    the settings reply (FIFO flag, max attempts, backoff) is built from it."""
-
-    async def send() -> None:
-        instance = ClientInstance(serve.namesrv, "admin@interop")
-        try:
-            route = await instance.fetch_route("TBW102")
-            assert route is not None
-            body = {"groupName": group, "retryMaxTimes": retry_max_times,
-                    "consumeMessageOrderly": orderly}  # fmt: skip
-            for name in route.broker_addrs:
-                await instance.invoke(
-                    str(route.master(name)), RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
-                    json_body.dumps(body),
-                )  # fmt: skip
-        finally:
-            await instance.close()
-
-    asyncio.run(send())
+    """Create the group on every master before its clients start: the settings reply (FIFO
+    flag, max attempts, backoff) is built from it."""
+    run_cli(
+        serve.tmp_path, "admin", "-n", serve.namesrv, "update-subscription-group", "-g", group,
+        "-r", str(retry_max_times), "--orderly" if orderly else "--no-orderly",
+    )  # fmt: skip
 
 
 def read_dlq(serve: Serve, group: str, timeout_s: float = 20) -> list[MessageExt]:
