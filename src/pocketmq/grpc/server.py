@@ -18,18 +18,17 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import DecodeError
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
 from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
+from pocketmq.grpc.calls import ClientMeta, Context, RejectUndecodable, client_meta, peer_host
 from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
 from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.receipts import ReceiptRenewer
@@ -59,44 +58,6 @@ MAX_RECEIVE_BATCH_SIZE = 1024
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
-# The generated servicer is untyped; handlers take the context of any call.
-Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientMeta:
-    """What a 5.x client says about itself in the metadata of every call."""
-
-    client_id: str
-    request_id: str
-    language: str
-    client_version: str
-    namespace: str
-    # Read so that an ACL can check it later; not verified (the broker has no ACL yet).
-    authorization: str
-
-
-def client_meta(context: Context) -> ClientMeta:
-    metadata = context.invocation_metadata() or ()
-    values = {key: value for key, value in metadata if isinstance(value, str)}
-    return ClientMeta(
-        client_id=values.get("x-mq-client-id", ""),
-        request_id=values.get("x-mq-request-id", ""),
-        language=values.get("x-mq-language", ""),
-        client_version=values.get("x-mq-client-version", ""),
-        namespace=values.get("x-mq-namespace", ""),
-        authorization=values.get("authorization", ""),
-    )
-
-
-def peer_host(context: Context) -> tuple[str, int]:
-    """The client's address as gRPC reports it (``ipv4:1.2.3.4:5`` or ``ipv6:[::1]:5``); the
-    loopback address when it is not an IP socket, since records need an address."""
-    kind, _, rest = context.peer().partition(":")
-    host, _, port = rest.rpartition(":")
-    if kind in ("ipv4", "ipv6") and port.isdigit():
-        return host.strip("[]"), int(port)
-    return "127.0.0.1", 0
 
 
 def _boundary(
@@ -539,21 +500,16 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     f"{config.max_invisible_time_mills} ms, got {invisible_ms} ms",
                 )
         tags, tag_set = convert.tag_filter(request.filter_expression)
-        remaining = context.time_remaining()
-        left_ms = int(remaining * 1000) - DEADLINE_MARGIN_MS if remaining is not None else None
-        if request.HasField("long_polling_timeout"):
-            poll_ms = convert.duration_ms(request.long_polling_timeout)
-        else:
-            poll_ms = left_ms if left_ms is not None else MAX_LONG_POLLING_MS
-        poll_ms = min(poll_ms, MAX_LONG_POLLING_MS)
-        if left_ms is not None:
-            poll_ms = min(poll_ms, left_ms)
+        poll_ms = self._long_polling_ms(
+            request.long_polling_timeout if request.HasField("long_polling_timeout") else None,
+            context,
+        )
         pop = PopRequest(
             group=group, topic=topic, max_nums=request.batch_size, invisible_ms=invisible_ms,
             tags=tags, tag_set=tag_set, fifo=policy.fifo,
             max_attempts=policy.max_delivery_attempts,
         )  # fmt: skip
-        return pop, max(poll_ms, 0)
+        return pop, poll_ms
 
     async def ReceiveMessage(
         self, request: svc.ReceiveMessageRequest, context: Context
@@ -675,76 +631,6 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.EndTransactionRequest, context: Context
     ) -> svc.EndTransactionResponse:
         return svc.EndTransactionResponse(status=_not_implemented("EndTransaction"))
-
-
-class _Undecodable:
-    """What the request deserializer yields for bytes that are not the request message."""
-
-    def __init__(self, error: DecodeError) -> None:
-        self.error = error
-
-
-class RejectUndecodable(grpc.aio.ServerInterceptor):
-    """grpc.aio answers a request its deserializer cannot parse with UNKNOWN ("Unexpected
-    DecodeError"); the fault is the client's, so it gets INVALID_ARGUMENT, and only the
-    handlers of served methods run with decoded messages."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
-            return handler
-        decode = handler.request_deserializer
-        method = handler_call_details.method
-
-        def deserializer(data: bytes) -> Any:
-            try:
-                return decode(data)
-            except DecodeError as exc:
-                return _Undecodable(exc)
-
-        async def reject(context: Context, bad: _Undecodable) -> None:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"{method}: undecodable request: {bad.error}"
-            )
-
-        if handler.unary_unary is not None:
-            unary = handler.unary_unary
-
-            async def unary_unary(request: Any, context: Context) -> Any:
-                if isinstance(request, _Undecodable):
-                    await reject(context, request)
-                return await unary(request, context)
-
-            return handler._replace(request_deserializer=deserializer, unary_unary=unary_unary)
-        if handler.unary_stream is not None:
-            streaming = handler.unary_stream
-
-            async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
-                if isinstance(request, _Undecodable):
-                    await reject(context, request)
-                async for response in streaming(request, context):
-                    yield response
-
-            return handler._replace(request_deserializer=deserializer, unary_stream=unary_stream)
-        if handler.stream_stream is not None:
-            bidi = handler.stream_stream
-
-            async def stream_stream(requests: AsyncIterator[Any], context: Context) -> Any:
-                async def checked() -> AsyncIterator[Any]:
-                    async for request in requests:
-                        if isinstance(request, _Undecodable):
-                            await reject(context, request)
-                        yield request
-
-                async for response in bidi(checked(), context):
-                    yield response
-
-            return handler._replace(request_deserializer=deserializer, stream_stream=stream_stream)
-        return handler
 
 
 class GrpcService:

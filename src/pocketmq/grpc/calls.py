@@ -1,0 +1,120 @@
+"""What the gRPC endpoint reads off every call: the client's metadata and address, and requests
+that do not decode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import grpc
+from google.protobuf.message import DecodeError
+
+# The generated servicer is untyped; handlers take the context of any call.
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMeta:
+    """What a 5.x client says about itself in the metadata of every call."""
+
+    client_id: str
+    request_id: str
+    language: str
+    client_version: str
+    namespace: str
+    # Read so that an ACL can check it later; not verified (the broker has no ACL yet).
+    authorization: str
+
+
+def client_meta(context: Context) -> ClientMeta:
+    metadata = context.invocation_metadata() or ()
+    values = {key: value for key, value in metadata if isinstance(value, str)}
+    return ClientMeta(
+        client_id=values.get("x-mq-client-id", ""),
+        request_id=values.get("x-mq-request-id", ""),
+        language=values.get("x-mq-language", ""),
+        client_version=values.get("x-mq-client-version", ""),
+        namespace=values.get("x-mq-namespace", ""),
+        authorization=values.get("authorization", ""),
+    )
+
+
+def peer_host(context: Context) -> tuple[str, int]:
+    """The client's address as gRPC reports it (``ipv4:1.2.3.4:5`` or ``ipv6:[::1]:5``); the
+    loopback address when it is not an IP socket, since records need an address."""
+    kind, _, rest = context.peer().partition(":")
+    host, _, port = rest.rpartition(":")
+    if kind in ("ipv4", "ipv6") and port.isdigit():
+        return host.strip("[]"), int(port)
+    return "127.0.0.1", 0
+
+
+class _Undecodable:
+    """What the request deserializer yields for bytes that are not the request message."""
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
+class RejectUndecodable(grpc.aio.ServerInterceptor):
+    """grpc.aio answers a request its deserializer cannot parse with UNKNOWN ("Unexpected
+    DecodeError"); the fault is the client's, so it gets INVALID_ARGUMENT, and only the
+    handlers of served methods run with decoded messages."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        decode = handler.request_deserializer
+        method = handler_call_details.method
+
+        def deserializer(data: bytes) -> Any:
+            try:
+                return decode(data)
+            except DecodeError as exc:
+                return _Undecodable(exc)
+
+        async def reject(context: Context, bad: _Undecodable) -> None:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{method}: undecodable request: {bad.error}"
+            )
+
+        if handler.unary_unary is not None:
+            unary = handler.unary_unary
+
+            async def unary_unary(request: Any, context: Context) -> Any:
+                if isinstance(request, _Undecodable):
+                    await reject(context, request)
+                return await unary(request, context)
+
+            return handler._replace(request_deserializer=deserializer, unary_unary=unary_unary)
+        if handler.unary_stream is not None:
+            streaming = handler.unary_stream
+
+            async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
+                if isinstance(request, _Undecodable):
+                    await reject(context, request)
+                async for response in streaming(request, context):
+                    yield response
+
+            return handler._replace(request_deserializer=deserializer, unary_stream=unary_stream)
+        if handler.stream_stream is not None:
+            bidi = handler.stream_stream
+
+            async def stream_stream(requests: AsyncIterator[Any], context: Context) -> Any:
+                async def checked() -> AsyncIterator[Any]:
+                    async for request in requests:
+                        if isinstance(request, _Undecodable):
+                            await reject(context, request)
+                        yield request
+
+                async for response in bidi(checked(), context):
+                    yield response
+
+            return handler._replace(request_deserializer=deserializer, stream_stream=stream_stream)
+        return handler
