@@ -35,6 +35,7 @@ bench: $(BENCH_STAMP)
 	command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/client_bench.py
+	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/delay_bench.py
 
 # Regenerate the gRPC code (apache.rocketmq.v2) from our .proto files; the output is committed.
