@@ -25,6 +25,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
@@ -114,8 +115,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             endpoints=convert.endpoints(self.host, self.port),
         )
 
-    def _group_policy(self, group: str) -> GroupPolicy:
-        """The consumer group's retry policy.
+    def _group(self, group: str) -> SubscriptionGroupConfig:
+        """The consumer group a request names.
 
         Raises:
             GrpcRequestError: ILLEGAL_CONSUMER_GROUP for a blank name, CONSUMER_GROUP_NOT_FOUND
@@ -126,6 +127,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         cfg = self.broker.subscription_groups.find(group)
         if cfg is None:
             raise GrpcRequestError(pb.CONSUMER_GROUP_NOT_FOUND, f"group {group} does not exist")
+        return cfg
+
+    def _group_policy(self, group: str) -> GroupPolicy:
+        """The consumer group's retry policy (see ``_group`` for the errors)."""
+        cfg = self._group(group)
         if cfg.consume_message_orderly:
             intervals: tuple[int, ...] = (FIFO_RETRY_INTERVAL_MS,)
         else:
@@ -332,7 +338,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.PullMessageRequest, context: Context
     ) -> list[svc.PullMessageResponse]:
         group = request.group.name
-        self._group_policy(group)
+        self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         topic = cfg.topic_name
         if not self.broker.config.broker_permission & PERM_READ:
@@ -382,7 +388,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     ) -> svc.UpdateOffsetResponse:
         """Commit the offset a group consumes next in a queue (persisted with the 4.x ones)."""
         group = request.group.name
-        self._group_policy(group)
+        self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         if request.offset < 0:
             return svc.UpdateOffsetResponse(
@@ -552,7 +558,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     ) -> svc.AckMessageResponse:
         topic = convert.check_topic(request.topic)
         group = request.group.name
-        self._group_policy(group)
+        self._group(group)
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
         client_id = client_meta(context).client_id
@@ -590,7 +596,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     ) -> svc.ChangeInvisibleDurationResponse:
         topic = convert.check_topic(request.topic)
         group = request.group.name
-        self._group_policy(group)
+        self._group(group)
         invisible_ms = convert.duration_ms(request.invisible_duration)
         if not 0 <= invisible_ms <= self.broker.config.max_invisible_time_mills:
             return svc.ChangeInvisibleDurationResponse(
@@ -615,7 +621,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
         topic = convert.check_topic(request.topic)
         group = request.group.name
-        self._group_policy(group)
+        self._group(group)
         try:
             handle = await self.renewer.settle(
                 client_meta(context).client_id, group, request.message_id, request.receipt_handle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ class FlushDiskType(enum.Enum):
 _TIME_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+@functools.lru_cache(maxsize=16)  # read on every 5.x receive and ack
 def parse_delay_levels(text: str) -> tuple[int, ...]:
     """Parse ``messageDelayLevel`` ("1s 5s 10s ... 2h"; units ms/s/m/h/d) into milliseconds.
 
