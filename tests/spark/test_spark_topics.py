@@ -114,6 +114,16 @@ def test_batch_read_from_a_timestamp(spark: Any, serve: Serve) -> None:
     assert {r.body.decode() for r in early} == {f"before-{i}" for i in range(10)}
 
 
+def test_topic_pattern(spark: Any, serve: Serve, sent: list[SendResult]) -> None:
+    produce(serve.nameserver, "SparkPatternB", 3)
+    df = spark.read.format("pocketmq").option("nameserver", serve.nameserver)
+    rows = df.option("topicPattern", "Spark(Range|PatternB)").load().collect()
+    assert sorted({r.topic for r in rows}) == ["SparkPatternB", "SparkRange"]
+    assert len(rows) == 43
+    with pytest.raises(Exception, match=r"no topic on the NameServer at .* matches topicPattern"):
+        df.option("topicPattern", "Nothing.*").load().collect()
+
+
 def test_write_then_read_back(spark: Any, serve: Serve) -> None:
     from pyspark.sql import functions as F
 

@@ -49,6 +49,8 @@ def test_read_options_defaults_and_parsing() -> None:
     assert spec.starting.for_queue(("A", "b", 0)) == 5
     assert spec.starting.for_queue(("A", "b", 1)) == EARLIEST
     assert spec.starting.for_queue(("B", "b", 0)) == EARLIEST  # not named: the default
+    pattern = read_options({"nameserver": "h:1", "topicPattern": "%DLQ%.*"}, streaming=False)
+    assert (pattern.topics, pattern.topic_pattern) == ((), "%DLQ%.*")
     ts = read_options({**NS, "startingTimestamp": "1700000000000"}, streaming=False)
     assert (ts.starting.kind, ts.starting.timestamp_ms) == ("timestamp", 1700000000000)
 
@@ -67,6 +69,8 @@ def test_read_options_defaults_and_parsing() -> None:
         ({**NS, "startingOffsets": '{"Z": {"b": {"0": 1}}}'}, "not in option topic"),
         ({**NS, "failOnDataLoss": "maybe"}, "expected true or false"),
         ({**NS, "maxOffsetsPerTrigger": "0"}, "must be at least 1"),
+        ({**NS, "topicPattern": "A.*"}, "topic and topicPattern exclude each other"),
+        ({"nameserver": "h:1", "topicPattern": "("}, "is not a regex"),
     ],
 )
 def test_read_options_errors_say_what_to_fix(options: dict[str, str], message: str) -> None:
@@ -185,6 +189,8 @@ def test_store_plan_cuts_at_record_boundaries(tmp_path: object) -> None:
     assert [r["body"] for r in rows] == [b"x" * 100] * 30 + [b"y" * 100] * 3
     assert rows[30]["phy_offset"] == 8192
     assert [r["queue_offset"] for r in rows[:3]] == [0, 1, 2]
+    one = plan(StoreReadOptions(path=str(tmp_path)))
+    assert [(r.lo, r.hi) for r in one] == [(0, 8192), (0, 8192)]
 
 
 def test_store_corruption_before_the_last_segment_is_reported(tmp_path: object) -> None:

@@ -6,13 +6,15 @@ registered with a broker and no consumer offset is committed.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from pocketmq.client.ids import client_id
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MASTER_ID, TopicRoute
-from pocketmq.errors import BrokerError, ClientError
+from pocketmq.errors import BrokerError, ClientError, ProtocolError
+from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.spark.offsets import QueueKey, QueueState
 
@@ -89,6 +91,31 @@ async def _offset(
     return int(resp.ext_fields["offset"])
 
 
+async def matching_topics(instance: ClientInstance, pattern: str, nameserver: str) -> list[str]:
+    """The NameServer's topics whose whole name matches the regex.
+
+    Raises:
+        ClientError: the NameServer cannot be asked, or no topic matches.
+    """
+    try:
+        resp = await instance.namesrv_invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        every = [str(t) for t in json_body.loads(resp.body)["topicList"]]
+    except (ClientError, OSError) as exc:
+        raise ClientError(
+            f"cannot reach the NameServer at {nameserver!r} (option nameserver): {exc}. "
+            "Check the host and port, and that the NameServer is running."
+        ) from exc
+    except (ProtocolError, KeyError, TypeError) as exc:
+        raise ClientError(f"malformed topic list from the NameServer at {nameserver}") from exc
+    regex = re.compile(pattern)
+    found = sorted(t for t in every if regex.fullmatch(t))
+    if not found:
+        raise ClientError(
+            f"no topic on the NameServer at {nameserver} matches topicPattern {pattern!r}"
+        )
+    return found
+
+
 async def queue_states(
     instance: ClientInstance, topics: Iterable[str], nameserver: str
 ) -> dict[QueueKey, QueueState]:
@@ -139,15 +166,22 @@ async def offsets_at(
 
 
 async def describe(
-    nameserver: str, topics: Iterable[str], timeout_ms: int, timestamps: Iterable[int] = ()
+    nameserver: str,
+    topics: Iterable[str],
+    timeout_ms: int,
+    timestamps: Iterable[int] = (),
+    pattern: str | None = None,
 ) -> tuple[dict[QueueKey, QueueState], dict[int, dict[QueueKey, int]]]:
-    """queue_states, plus offsets_at for each timestamp, with one client.
+    """queue_states (of the topics, or of those matching pattern), plus offsets_at for each
+    timestamp, with one client.
 
     Raises:
-        ClientError: see queue_states.
+        ClientError: see queue_states and matching_topics.
     """
     instance = new_instance(nameserver, timeout_ms)
     try:
+        if pattern is not None:
+            topics = await matching_topics(instance, pattern, nameserver)
         states = await queue_states(instance, topics, nameserver)
         by_time = {ts: await offsets_at(instance, states, ts) for ts in timestamps}
         return states, by_time

@@ -11,6 +11,7 @@ Offsets follow Spark's Kafka source: ``earliest``, ``latest`` or JSON per queue,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -30,8 +31,8 @@ DEFAULT_PULL_BATCH_SIZE: Final = 32
 # Pulls in flight per partition: hides the round trip without flooding a broker.
 DEFAULT_PULLS_IN_FLIGHT: Final = 8
 DEFAULT_TIMEOUT_MS: Final = 10_000
-# Commitlog segments are 1 GiB; a quarter keeps a task's work near what a Parquet split holds.
-DEFAULT_MAX_BYTES_PER_PARTITION: Final = 256 << 20
+# As Spark's spark.sql.files.maxPartitionBytes: a 1 GiB CommitLog segment makes 8 tasks.
+DEFAULT_MAX_BYTES_PER_PARTITION: Final = 128 << 20
 # A batch request carries at most 4 MiB (maxMessageSize); 1 MiB leaves room for headers.
 DEFAULT_WRITE_BATCH_BYTES: Final = 1 << 20
 DEFAULT_WRITE_BATCH_SIZE: Final = 128
@@ -69,7 +70,8 @@ class ReadOptions:
     """Options of ``format("pocketmq")`` reads, batch and streaming."""
 
     nameserver: str  # "host:port" or "host:port;host:port"
-    topics: tuple[str, ...]
+    topics: tuple[str, ...]  # empty with topic_pattern
+    topic_pattern: str | None = None  # a regex the whole topic name must match
     starting: OffsetSpec
     ending: OffsetSpec  # batch only
     max_offsets_per_trigger: int | None = None  # streaming only
@@ -103,6 +105,7 @@ class StoreReadOptions:
     broker: str | None = None  # fills the broker column: a record does not name its broker
     include_properties: bool = True
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    min_partitions: int | None = None  # cut smaller ranges to get at least this many
     fail_on_corruption: bool = True
 
 
@@ -170,17 +173,31 @@ def parse_nameserver(options: Mapping[str, str]) -> str:
     return ";".join(addrs)
 
 
-def parse_topics(options: Mapping[str, str]) -> tuple[str, ...]:
-    """The ``topic`` option (alias ``topics``): one topic or several separated by commas.
+def parse_topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The ``topic`` option (alias ``topics``: one topic or several separated by commas) or
+    ``topicPattern`` (a regular expression over the NameServer's topics, as Kafka's
+    subscribePattern).
 
     Raises:
-        ConfigError: missing or empty.
+        ConfigError: neither or both, or a pattern that does not compile.
     """
     raw = _get(options, "topic") or _get(options, "topics")
     topics = tuple(dict.fromkeys(t.strip() for t in (raw or "").split(",") if t.strip()))
+    pattern = _get(options, "topicPattern")
+    if pattern is not None and topics:
+        raise ConfigError("options topic and topicPattern exclude each other: give one")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option topicPattern={pattern!r} is not a regex: {exc}") from None
+        return (), pattern
     if not topics:
-        raise ConfigError('option topic is required: .option("topic", "TopicA") or "TopicA,TopicB"')
-    return topics
+        raise ConfigError(
+            'option topic is required: .option("topic", "TopicA") or "TopicA,TopicB" '
+            '(or .option("topicPattern", "%DLQ%.*"))'
+        )
+    return topics, None
 
 
 def parse_offsets_json(name: str, raw: str) -> QueueOffsets:
@@ -260,7 +277,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ConfigError: the first option that is missing or malformed.
     """
     nameserver = parse_nameserver(options)
-    topics = parse_topics(options)
+    topics, pattern = parse_topics(options)
     starting = parse_offset_spec(
         options, "startingOffsets", "startingTimestamp", "latest" if streaming else "earliest"
     )
@@ -271,7 +288,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         )
     for spec, opt in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         unknown = sorted({k[0] for k in spec.per_queue} - set(topics))
-        if unknown:
+        if unknown and pattern is None:
             raise ConfigError(
                 f"option {opt} names topic(s) {unknown} that are not in option topic "
                 f"({','.join(topics)})"
@@ -279,6 +296,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     return ReadOptions(
         nameserver=nameserver,
         topics=topics,
+        topic_pattern=pattern,
         starting=starting,
         ending=ending,
         max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
@@ -323,5 +341,6 @@ def store_read_options(options: Mapping[str, str]) -> StoreReadOptions:
         max_bytes_per_partition=_req_int(
             options, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION, 1
         ),
+        min_partitions=_int(options, "minPartitions", None, 1),
         fail_on_corruption=_bool(options, "failOnCorruption", True),
     )

@@ -4,7 +4,8 @@ The range [start, end) is cut into chunks of ``pull_batch_size`` offsets and up 
 ``pulls_in_flight`` chunks are pulled at once, then handed on in offset order, so a partition
 is not bound by one round trip per 32 messages. A broker may answer a pull with fewer messages
 than asked (it caps the bytes of an answer); the chunk then pulls again from where the answer
-stopped. Nothing is committed: the pulls carry no commit flag.
+stopped. Nothing is committed: the pulls carry no commit flag. Answers stay encoded until
+RowBuffer.add_record decodes them straight into Arrow columns.
 
 An offset the broker no longer has (expired by retention, or a queue that was reset) is data
 loss: with failOnDataLoss it fails the task with a message that says so, else the gap is
@@ -15,16 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
+import zlib
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.pull import PullStatus, Subscription, pull
-from pocketmq.client.route import MessageQueue
+from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, SUB_ALL, PullStatus
 from pocketmq.errors import ClientError
-from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import RecordError
 from pocketmq.spark.cluster import new_instance, new_loop
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer
@@ -49,32 +53,83 @@ class DataLossError(ClientError):
     """Offsets that were planned are gone from the broker."""
 
 
+# PullMessageProcessor's answers, as pocketmq.client.pull maps them.
+_PULL_STATUS: Final[dict[int, PullStatus]] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class RawPull:
+    """A pull answer with its records left encoded: the reader decodes them into columns."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
+async def pull_raw(
+    instance: ClientInstance, rng: QueueRange, opts: ReadOptions, offset: int, max_nums: int
+) -> RawPull:
+    """One PULL_MESSAGE of every tag, without the commit flag (pocketmq.client.pull's request,
+    minus decoding each record into a MessageExt).
+
+    Raises:
+        BrokerError: an error code (no topic, no permission, ...).
+        ConnectionError, TimeoutError: no answer.
+        ClientError: the answer lacks its offsets.
+    """
+    resp = await instance.invoke(
+        rng.addr,
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": opts.consumer_group,
+            "topic": rng.topic,
+            "queueId": rng.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_nums,
+            "sysFlag": PULL_FLAG_SUBSCRIPTION,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": SUB_ALL,
+            "subVersion": 0,
+            "expressionType": "TAG",
+        },
+        timeout_s=opts.timeout_ms / 1000,
+        ok=tuple(_PULL_STATUS),
+    )
+    f = resp.ext_fields
+    try:
+        next_begin = int(f["nextBeginOffset"])
+        min_offset, max_offset = int(f.get("minOffset", 0)), int(f.get("maxOffset", 0))
+    except (KeyError, ValueError) as exc:
+        raise ClientError(f"pull answer from {rng.addr} lacks offsets: {exc}") from exc
+    status = _PULL_STATUS[resp.code]
+    return RawPull(
+        status, next_begin, min_offset, max_offset, resp.body if status is PullStatus.FOUND else b""
+    )
+
+
 async def _pull_chunk(
     instance: ClientInstance, rng: QueueRange, opts: ReadOptions, lo: int, hi: int
-) -> list[MessageExt]:
-    """The messages of offsets [lo, hi), in order.
+) -> list[bytes]:
+    """The encoded records of offsets [lo, hi), as pull answers' bodies, in order.
 
     Raises:
         DataLossError: some of them are gone and failOnDataLoss is set.
         ClientError, BrokerError, ConnectionError, TimeoutError: the pull failed.
     """
-    mq = MessageQueue(rng.topic, rng.broker, rng.queue_id)
-    sub = Subscription.parse(rng.topic, "*")
-    out: list[MessageExt] = []
+    out: list[bytes] = []
     offset = lo
     while offset < hi:
-        res = await pull(
-            instance,
-            rng.addr,
-            opts.consumer_group,
-            mq,
-            sub,
-            offset,
-            hi - offset,
-            timeout_s=opts.timeout_ms / 1000,
-        )
+        res = await pull_raw(instance, rng, opts, offset, hi - offset)
         if res.status is PullStatus.FOUND:
-            out.extend(m for m in res.messages if m.queue_offset < hi)
+            out.append(res.body)
         elif res.status is PullStatus.NO_MATCHED_MSG and res.next_begin_offset > offset:
             pass  # units whose records were removed: the broker skipped past them
         else:
@@ -98,11 +153,11 @@ async def _pull_chunk(
 
 async def pull_range(
     instance: ClientInstance, rng: QueueRange, opts: ReadOptions
-) -> AsyncGenerator[list[MessageExt], None]:
-    """The range's messages, chunk after chunk, with up to pulls_in_flight pulls at once."""
+) -> AsyncGenerator[list[bytes], None]:
+    """The range's pull answers, chunk after chunk, with up to pulls_in_flight pulls at once."""
     step = opts.pull_batch_size
     bounds = iter((lo, min(lo + step, rng.end)) for lo in range(rng.start, rng.end, step))
-    pending: list[asyncio.Task[list[MessageExt]]] = []
+    pending: list[asyncio.Task[list[bytes]]] = []
     try:
         while True:
             while len(pending) < opts.pulls_in_flight:
@@ -136,12 +191,11 @@ def read_range(rng: QueueRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     try:
         while True:
             try:
-                msgs = loop.run_until_complete(anext(chunks))
+                bodies = loop.run_until_complete(anext(chunks))
             except StopAsyncIteration:
                 break
-            for m in msgs:
-                # pull() inflated the body and set msg_id to the UNIQ_KEY where there is one.
-                buf.add(m, rng.topic, rng.broker, m.body)
+            for body in bodies:
+                _add_records(buf, body, rng)
             if len(buf) >= BATCH_ROWS:
                 yield buf.flush()
         if len(buf):
@@ -150,6 +204,24 @@ def read_range(rng: QueueRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         loop.run_until_complete(chunks.aclose())
         loop.run_until_complete(instance.close())
         loop.close()
+
+
+def _add_records(buf: RowBuffer, body: bytes, rng: QueueRange) -> None:
+    """Decode a pull answer's records; those past the range's end are left out.
+
+    Raises:
+        ClientError: the answer does not decode.
+    """
+    pos = 0
+    while pos < len(body):
+        mark = len(buf)
+        try:
+            size, _, queue_offset = buf.add_record(body, pos, len(body), rng.topic, rng.broker)
+        except (RecordError, zlib.error, struct.error) as exc:
+            raise ClientError(f"cannot decode the messages pulled from {rng}: {exc}") from exc
+        if not rng.start <= queue_offset < rng.end:
+            buf.truncate(mark)
+        pos += size
 
 
 async def _new_instance(opts: ReadOptions) -> ClientInstance:

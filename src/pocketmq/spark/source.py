@@ -107,7 +107,9 @@ def _describe(
 ) -> tuple[dict[QueueKey, QueueState], dict[int, dict[QueueKey, int]]]:
     stamps = {s.timestamp_ms for s in specs if s.kind == "timestamp"}
     states, by_time = cluster.run(
-        cluster.describe(opts.nameserver, opts.topics, opts.timeout_ms, sorted(stamps))
+        cluster.describe(
+            opts.nameserver, opts.topics, opts.timeout_ms, sorted(stamps), opts.topic_pattern
+        )
     )
     check_known_queues(opts.starting.per_queue, states, "startingOffsets")
     check_known_queues(opts.ending.per_queue, states, "endingOffsets")

@@ -35,17 +35,18 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     RecordError,
-    decode_message,
     peek_record_size,
 )
 from pocketmq.spark.options import StoreReadOptions
-from pocketmq.spark.rows import BATCH_ROWS, RowBuffer, inflate
+from pocketmq.spark.rows import BATCH_ROWS, RowBuffer
 
 log = logging.getLogger(__name__)
 
 # store/layout.py's COMMITLOG_DIR; spark reads the format, it does not import the store.
 COMMITLOG_DIR: Final = "commitlog"
 MIN_RECORD_SIZE: Final = 91  # a v1 record with empty body, topic and properties
+# minPartitions cuts no range below this: a task costs more than reading a few megabytes.
+MIN_SPLIT_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,35 +100,60 @@ def _is_record_head(total: int, magic: int, left: int) -> bool:
     return magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) and MIN_RECORD_SIZE <= total <= left
 
 
+def _hop(mm: mmap.mmap) -> Iterator[int]:
+    """The positions after each record, up to where the data ends (or stops making sense)."""
+    size = len(mm)
+    pos = 0
+    while pos + 8 <= size:
+        total, magic = peek_record_size(mm, pos)
+        if not _is_record_head(total, magic, size - pos):
+            return  # end of data, blank record or damage: the reader tells which
+        pos += total
+        yield pos
+
+
+def _cut(path: Path, offset: int, is_last: bool, target: int) -> list[FileRange]:
+    size = path.stat().st_size
+    if size <= target:
+        return [FileRange(str(path), offset, 0, size, is_last)] if size else []
+    mm = _map(path)
+    assert mm is not None
+    out = []
+    try:
+        lo = 0
+        for pos in _hop(mm):
+            if pos - lo >= target:
+                out.append(FileRange(str(path), offset, lo, pos, is_last))
+                lo = pos
+    finally:
+        mm.close()
+    # The rest, from the last cut to the file's end: it holds the end marker.
+    out.append(FileRange(str(path), offset, lo, size, is_last))
+    return out
+
+
+def _data_bytes(path: Path) -> int:
+    mm = _map(path)
+    if mm is None:
+        return 0
+    try:
+        return max(_hop(mm), default=0)
+    finally:
+        mm.close()
+
+
 def plan(opts: StoreReadOptions) -> list[FileRange]:
-    """The ranges to read, in CommitLog order."""
+    """The ranges to read, in CommitLog order: at most maxBytesPerPartition each, and smaller
+    when minPartitions asks for more ranges than that gives."""
     found = segments(opts.path)
     last_offset = found[-1][0]
+    target = opts.max_bytes_per_partition
+    if opts.min_partitions:
+        total = sum(_data_bytes(path) for _, path in found)
+        target = max(MIN_SPLIT_BYTES, min(target, -(-total // opts.min_partitions)))
     out: list[FileRange] = []
     for offset, path in found:
-        size = path.stat().st_size
-        is_last = offset == last_offset
-        if size <= opts.max_bytes_per_partition:
-            if size:
-                out.append(FileRange(str(path), offset, 0, size, is_last))
-            continue
-        mm = _map(path)
-        assert mm is not None
-        try:
-            lo = pos = 0
-            while pos + 8 <= size:
-                total, magic = peek_record_size(mm, pos)
-                if not _is_record_head(total, magic, size - pos):
-                    break  # end of data, blank record or damage: the reader tells which
-                pos += total
-                if pos - lo >= opts.max_bytes_per_partition:
-                    out.append(FileRange(str(path), offset, lo, pos, is_last))
-                    lo = pos
-            if lo < size:
-                # The rest, from the last cut to the file's end: it holds the end marker.
-                out.append(FileRange(str(path), offset, lo, size, is_last))
-        finally:
-            mm.close()
+        out += _cut(path, offset, offset == last_offset, target)
     return out
 
 
@@ -154,7 +180,6 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
     mm = _map(Path(rng.path))
     if mm is None:
         return
-    view = memoryview(mm)
     buf = RowBuffer(include_properties=opts.include_properties, store_columns=True)
     size = len(mm)
     pos = rng.lo
@@ -166,21 +191,19 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
             if not _is_record_head(total, magic, size - pos):
                 _damage(rng, pos, f"no record header (size {total}, magic {magic:08x})", opts)
                 break
+            mark = len(buf)
             try:
-                msg = decode_message(view[pos : pos + total])
-                if msg.phy_offset != rng.file_offset + pos:
-                    raise RecordError(f"the record says it is at offset {msg.phy_offset}")
-                body = inflate(msg)
+                _, phy, _ = buf.add_record(mm, pos, size, None, opts.broker)
+                if phy != rng.file_offset + pos:
+                    raise RecordError(f"the record says it is at offset {phy}")
             except (RecordError, ValueError, zlib.error) as exc:
+                buf.truncate(mark)
                 _damage(rng, pos, str(exc), opts)
                 break
-            msg.msg_id = msg.uniq_key or msg.msg_id
-            buf.add(msg, msg.topic, opts.broker, body)
             if len(buf) >= BATCH_ROWS:
                 yield buf.flush()
             pos += total
         if len(buf):
             yield buf.flush()
     finally:
-        view.release()
         mm.close()
