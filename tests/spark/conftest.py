@@ -1,5 +1,5 @@
 """Fixtures of the Spark tests: one SparkSession (local[1]) for the whole run and a
-``pocketmq serve`` per module. Skipped without pyspark and pyarrow."""
+``pocketmq serve`` per module. Skipped without pyspark, pyarrow or a Java runtime."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ pytest.importorskip("pyspark", reason="pocketmq.spark needs pyspark: pip install
 pytest.importorskip("pyarrow", reason="pocketmq.spark needs pyarrow: pip install 'pocketmq[spark]'")
 
 from spark_helpers import Serve, spark_conf
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")

@@ -173,6 +173,32 @@ def test_write_then_read_back(spark: Any, serve: Serve) -> None:
     assert min(r.store_timestamp.timestamp() for r in arrived) >= sent_at + 0.9
 
 
+def test_stream_copies_a_topic_until_available_now(
+    spark: Any, serve: Serve, sent: list[SendResult], tmp_path: Any
+) -> None:
+    query = (
+        spark.readStream.format("pocketmq")
+        .option("nameserver", serve.nameserver)
+        .option("topic", "SparkRange")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "15")
+        .load()
+        .selectExpr("body", "keys", "concat('copy-', tags) AS tags")
+        .writeStream.format("pocketmq")
+        .option("nameserver", serve.nameserver)
+        .option("topic", "SparkCopied")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) >= 3  # 40 messages at most 15 per micro-batch
+    copied = read(spark, serve.nameserver, "SparkCopied").collect()
+    assert sorted(r.body for r in copied) == sorted(f"m-{i}".encode() for i in range(40))
+    assert {r.tags for r in copied} == {"copy-T0", "copy-T1", "copy-T2"}
+
+
 def test_write_needs_a_body_and_a_topic(spark: Any, serve: Serve) -> None:
     df = spark.createDataFrame([("x",)], "value string")
     writer = df.write.format("pocketmq").option("nameserver", serve.nameserver).mode("append")
