@@ -3,7 +3,9 @@ checks, store planning. No Spark session and no server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from typing import Any
 
 import pytest
 
@@ -11,7 +13,11 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pocketmq.errors import ConfigError
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageExt, encode_record
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.spark import pull_reader, source
+from pocketmq.spark.compat import ReadAllAvailable, ReadMaxRows
 from pocketmq.spark.offsets import (
     QueueState,
     check_known_queues,
@@ -29,6 +35,8 @@ from pocketmq.spark.options import (
     read_options,
     store_read_options,
 )
+from pocketmq.spark.pull_reader import DataLossError, QueueRange, pull_range
+from pocketmq.spark.rows import RowBuffer
 from pocketmq.spark.store_reader import plan, read_file_range
 from pocketmq.spark.writer import chunks, plan_columns, to_message
 
@@ -213,3 +221,123 @@ def test_store_corruption_before_the_last_segment_is_reported(tmp_path: object) 
     with pytest.raises(ConfigError, match="no CommitLog segment"):
         os.makedirs(f"{tmp_path}/empty")
         plan(store_read_options({"path": f"{tmp_path}/empty"}))
+
+
+# ----------------------------------------------------------------------------- executors
+
+
+class FakeBroker:
+    """Answers PULL_MESSAGE from a list of stored messages whose first offsets have expired."""
+
+    def __init__(self, count: int, min_offset: int) -> None:
+        self.records = [
+            encode_record(MessageExt(topic="A", body=f"b{i}".encode(), queue_offset=i))
+            for i in range(count)
+        ]
+        self.min_offset = min_offset
+        self.pulls: list[tuple[int, int]] = []
+
+    async def invoke(
+        self, addr: str, code: int, fields: dict[str, Any], *a: object, **kw: object
+    ) -> RemotingCommand:
+        offset, nums = int(fields["queueOffset"]), int(fields["maxMsgNums"])
+        self.pulls.append((offset, nums))
+        assert fields["sysFlag"] & 0x1 == 0  # never commits an offset
+        req = RemotingCommand.request(code, fields)
+        extra = {"minOffset": self.min_offset, "maxOffset": len(self.records)}
+        if offset < self.min_offset:
+            return req.response(
+                ResponseCode.PULL_OFFSET_MOVED,
+                ext_fields={"nextBeginOffset": self.min_offset, **extra},
+            )
+        found = self.records[offset : offset + min(nums, 3)]  # a broker may answer fewer
+        return req.response(
+            ResponseCode.SUCCESS,
+            ext_fields={"nextBeginOffset": offset + len(found), **extra},
+            body=b"".join(found),
+        )
+
+
+def _read(broker: FakeBroker, start: int, end: int, **options: str) -> list[dict[str, Any]]:
+    rng = QueueRange("A", "b", "h:1", 0, start, end)
+    opts = read_options(
+        {**NS, "pullBatchSize": "5", "pullsInFlight": "3", **options}, streaming=False
+    )
+
+    async def run() -> list[dict[str, Any]]:
+        buf = RowBuffer(include_properties=True, store_columns=False)
+        async for bodies in pull_range(broker, rng, opts):  # type: ignore[arg-type]
+            for body in bodies:
+                pull_reader._add_records(buf, body, rng)
+        return buf.flush().to_pylist() if len(buf) else []
+
+    return asyncio.run(run())
+
+
+def test_pulls_cover_the_range_exactly_in_order() -> None:
+    broker = FakeBroker(40, 0)
+    rows = _read(broker, 3, 31)
+    assert [r["queue_offset"] for r in rows] == list(range(3, 31))
+    assert [r["body"] for r in rows[:2]] == [b"b3", b"b4"]
+    assert {(r["topic"], r["broker"]) for r in rows} == {("A", "b")}
+    assert all(nums <= 5 for _, nums in broker.pulls)
+
+
+def test_expired_offsets_fail_or_are_skipped() -> None:
+    with pytest.raises(DataLossError, match=r"offsets 2\.\.9 planned .* failOnDataLoss=false"):
+        _read(FakeBroker(40, 10), 2, 20)
+    rows = _read(FakeBroker(40, 10), 2, 20, failOnDataLoss="false")
+    assert [r["queue_offset"] for r in rows] == list(range(10, 20))
+
+
+def _stream_reader(
+    monkeypatch: pytest.MonkeyPatch, states: dict[Any, QueueState], **options: str
+) -> Any:
+    reader = source.PocketMQStreamReader(read_options({**NS, **options}, streaming=True))
+    monkeypatch.setattr(source, "_describe", lambda opts, *specs: (dict(states), {}))
+    return reader
+
+
+def test_stream_offsets_limits_and_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    q0, q1 = ("A", "b", 0), ("A", "b", 1)
+    states = {q0: QueueState("h:1", 0, 100), q1: QueueState("h:1", 0, 10)}
+    reader = _stream_reader(
+        monkeypatch, states, startingOffsets="earliest", maxOffsetsPerTrigger="20"
+    )
+    start = reader.initialOffset()
+    assert start == {"A": {"b": {"0": 0, "1": 0}}}
+    limit = reader.getDefaultReadLimit()
+    assert isinstance(limit, ReadMaxRows) and limit.max_rows == 20
+    end = reader.latestOffset(start, limit)
+    assert sum(end["A"]["b"].values()) == 20
+    parts = reader.partitions(start, end)
+    assert sum(p.value.end - p.value.start for p in parts) == 20
+    # All available without a limit; an unchanged offset comes back as the same object.
+    full = reader.latestOffset(end, ReadAllAvailable())
+    assert full == {"A": {"b": {"0": 100, "1": 10}}}
+    assert reader.latestOffset(full, ReadAllAvailable()) is full
+    # Trigger.AvailableNow stops at what was there when it was prepared.
+    reader.prepareForTriggerAvailableNow()
+    states[q0] = QueueState("h:1", 0, 150)
+    assert reader.latestOffset(full, ReadAllAvailable()) is full
+    # A new queue is read from its start.
+    q2 = ("A", "b", 2)
+    states[q2] = QueueState("h:1", 0, 5)
+    later = _stream_reader(monkeypatch, states).latestOffset(full, ReadAllAvailable())
+    assert later["A"]["b"]["2"] == 5
+    new_parts = _stream_reader(monkeypatch, states).partitions(full, later)
+    assert any(p.value.queue_id == 2 and p.value.start == 0 for p in new_parts)
+
+
+def test_stream_data_loss_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    q0 = ("A", "b", 0)
+    reader = _stream_reader(monkeypatch, {q0: QueueState("h:1", 50, 100)})
+    with pytest.raises(DataLossError, match=r"next offset 10 has expired.*starts at 50"):
+        reader.latestOffset({"A": {"b": {"0": 10}}}, ReadAllAvailable())
+    reset = _stream_reader(monkeypatch, {q0: QueueState("h:1", 0, 5)})
+    with pytest.raises(DataLossError, match="the queue was reset"):
+        reset.latestOffset({"A": {"b": {"0": 10}}}, ReadAllAvailable())
+    lenient = _stream_reader(monkeypatch, {q0: QueueState("h:1", 0, 5)}, failOnDataLoss="false")
+    end = lenient.latestOffset({"A": {"b": {"0": 10}}}, ReadAllAvailable())
+    parts = lenient.partitions({"A": {"b": {"0": 10}}}, end)
+    assert [(p.value.start, p.value.end) for p in parts] == [(0, 5)]

@@ -137,7 +137,7 @@ async def _pull_chunk(
             if opts.fail_on_data_loss:
                 raise DataLossError(
                     f"queue {rng.topic}/{rng.broker}/{rng.queue_id}: offsets {offset}.."
-                    f"{min(gone_to, hi) - 1} planned for this read are gone from broker "
+                    f"{min(gone_to, rng.end) - 1} planned for this read are gone from broker "
                     f"{rng.broker} ({res.status.value}; the queue now holds "
                     f"{res.min_offset}..{res.max_offset - 1}), probably removed by retention. "
                     "Set option failOnDataLoss=false to skip them."
