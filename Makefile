@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/pocketmq serve --store ./data/store
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
@@ -37,6 +37,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/delay_bench.py
+	$(BIN)/python bench/spark_bench.py
 
 # Regenerate the gRPC code (apache.rocketmq.v2) from our .proto files; the output is committed.
 PROTO_DIR := src/pocketmq/grpc/protos
@@ -53,7 +54,7 @@ proto: $(STAMP)
 	rm -f $(PROTO_OUT)/definition_pb2_grpc.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 
 clean:
