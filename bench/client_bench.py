@@ -168,10 +168,12 @@ class System(abc.ABC):
             self.proc.wait()
 
 
-class PocketMQ(System):
-    name = "pocketmq"
+class ServeProcess:
+    """``pocketmq serve`` on free ports in ``workdir``; ``ports`` is its ready file (namesrv,
+    broker, grpc). Shared with grpc_bench.py."""
 
-    def __init__(self, workdir: Path, consumer_batch: int) -> None:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
         ready = workdir / "ready.json"
         self.log_path = workdir / "serve.log"
         with open(self.log_path, "wb") as log:
@@ -185,10 +187,39 @@ class PocketMQ(System):
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self._stop_server()
+                self.stop()
                 raise RuntimeError(f"pocketmq serve did not start:\n{self.log_path.read_text()}")
             time.sleep(0.02)
-        self.namesrv = f"127.0.0.1:{orjson.loads(ready.read_bytes())['namesrv']}"
+        self.ports: dict[str, int] = orjson.loads(ready.read_bytes())
+
+    def admin(self, *command: str) -> None:
+        namesrv = f"127.0.0.1:{self.ports['namesrv']}"
+        subprocess.run(
+            [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *command],
+            check=True, capture_output=True, timeout=60, cwd=self.workdir,
+            env={**os.environ, "HOME": str(self.workdir)},
+        )  # fmt: skip
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait; returns the exit code (None when it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+class PocketMQ(System):
+    name = "pocketmq"
+
+    def __init__(self, workdir: Path, consumer_batch: int) -> None:
+        self.serve = ServeProcess(workdir)
+        self.proc = self.serve.proc
+        self.log_path = self.serve.log_path
+        self.namesrv = f"127.0.0.1:{self.serve.ports['namesrv']}"
         self.consumer_batch = consumer_batch
         self.producer = Producer("bench_producer", self.namesrv)
 
@@ -226,7 +257,7 @@ class PocketMQ(System):
         try:
             await self.producer.shutdown()
         finally:
-            self._stop_server()
+            self.serve.stop()
 
 
 class RedisStreams(System):

@@ -26,12 +26,10 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +40,7 @@ from client_bench import (
     TOPIC,
     PhaseResult,
     PocketMQ,
+    ServeProcess,
     consume_phase,
     fmt_result,
     send_phase,
@@ -50,7 +49,6 @@ from profile_summary import parse, report
 
 CLIENT_SCRIPT = Path(__file__).with_name("grpc_bench_client.py")
 PUSH_TOPIC = "BenchPush"
-READY_TIMEOUT_S = 30.0
 WARMUP = 1000  # remoting sends before the first phase, as in client_bench.py
 
 
@@ -79,49 +77,6 @@ async def remoting_phases(workdir: Path, args: argparse.Namespace) -> dict[str, 
 
 
 # ---------------------------------------------------------------------- gRPC
-
-
-class Serve:
-    """``pocketmq serve`` on free ports; ``ports`` is its ready file: namesrv, broker, grpc."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        ready = workdir / "ready.json"
-        self.log_path = workdir / "serve.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pocketmq.cli", "serve", "--store", str(workdir / "store"),
-                 "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0",
-                 "--ready-file", str(ready)],
-                stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                env={**os.environ, "HOME": str(workdir)},
-            )  # fmt: skip
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"pocketmq serve did not start:\n{self.log_path.read_text()}")
-            time.sleep(0.02)
-        self.ports: dict[str, int] = json.loads(ready.read_text())
-
-    def admin(self, *command: str) -> None:
-        namesrv = f"127.0.0.1:{self.ports['namesrv']}"
-        subprocess.run(
-            [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *command],
-            check=True, capture_output=True, timeout=60, cwd=self.workdir,
-            env={**os.environ, "HOME": str(self.workdir)},
-        )  # fmt: skip
-
-    def stop(self) -> int | None:
-        """SIGTERM and wait; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
 
 
 def to_phase_result(raw: dict[str, Any]) -> PhaseResult:
@@ -159,7 +114,7 @@ def describe_raw(raw: dict[str, Any]) -> str:
 
 
 def grpc_phases(workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    serve = Serve(workdir)
+    serve = ServeProcess(workdir)
     raws: dict[str, dict[str, Any]] = {}
     try:
         for topic in (TOPIC, PUSH_TOPIC):
