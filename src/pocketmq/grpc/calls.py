@@ -60,18 +60,30 @@ class _Undecodable:
 class RejectUndecodable(grpc.aio.ServerInterceptor):
     """grpc.aio answers a request its deserializer cannot parse with UNKNOWN ("Unexpected
     DecodeError"); the fault is the client's, so it gets INVALID_ARGUMENT, and only the
-    handlers of served methods run with decoded messages."""
+    handlers of served methods run with decoded messages. A method's wrapped handler is built
+    once: grpc.aio asks for it on every call."""
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, Any] = {}
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Any:
-        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            wrapped = self._wrap(method, await continuation(handler_call_details))
+            if wrapped is not None:
+                self._wrapped[method] = wrapped
+        return wrapped
+
+    @staticmethod
+    def _wrap(method: str, handler: Any) -> Any:
         if handler is None or handler.request_deserializer is None:
             return handler
         decode = handler.request_deserializer
-        method = handler_call_details.method
 
         def deserializer(data: bytes) -> Any:
             try:
