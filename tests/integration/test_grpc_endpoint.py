@@ -163,6 +163,18 @@ async def test_refused_sends_get_their_status(channel: grpc.aio.Channel) -> None
     assert [e.status.code for e in mixed.entries] == [pb.OK, pb.ILLEGAL_MESSAGE_ID]
 
 
+async def test_bodies_up_to_the_advertised_limit(channel: grpc.aio.Channel) -> None:
+    """The settings reply promises max_body_size (4 MiB): a body of exactly that size is
+    stored, and one byte more gets MESSAGE_BODY_TOO_LARGE, not a transport error."""
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    largest = message()
+    largest.body = b"x" * (4 * 1024 * 1024)
+    assert (await send(stub, largest)).status.code == pb.OK
+    too_large = message()
+    too_large.body = b"x" * (4 * 1024 * 1024 + 1)
+    assert (await send(stub, too_large)).status.code == pb.MESSAGE_BODY_TOO_LARGE
+
+
 async def test_undecodable_request_and_the_server_keeps_serving(
     channel: grpc.aio.Channel,
 ) -> None:

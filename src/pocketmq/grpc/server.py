@@ -54,6 +54,8 @@ _FIRST_RETRY_LEVEL = 3
 # and answers this long before the client's deadline so that the answer arrives in time.
 MAX_LONG_POLLING_MS = 20_000
 DEADLINE_MARGIN_MS = 500
+# The largest request accepted (the proxy's grpcMaxInboundMessageSize).
+MAX_INBOUND_MESSAGE_BYTES = 130 * 1024 * 1024
 # The most messages one ReceiveMessage may ask for.
 MAX_RECEIVE_BATCH_SIZE = 1024
 
@@ -655,7 +657,12 @@ class GrpcService:
         Raises:
             OSError: the address cannot be bound.
         """
-        server = grpc.aio.server(interceptors=[RejectUndecodable()])
+        server = grpc.aio.server(
+            interceptors=[RejectUndecodable()],
+            # grpc's 4 MiB default would refuse, as a transport error, a request carrying a body
+            # of exactly the size the settings reply allows; our own check answers past it.
+            options=[("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)],
+        )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
         try:
             # grpc reports a failed bind as RuntimeError ("Failed to bind to address").
