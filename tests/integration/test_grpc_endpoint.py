@@ -428,3 +428,48 @@ async def test_pull_consumer_rpcs(channel: grpc.aio.Channel) -> None:
         assert updated.status.code == code
     committed = await get_offset(group)
     assert (committed.status.code, committed.offset) == (pb.OK, 2)
+
+
+async def test_namespaces_prefix_topics_and_groups(channel: grpc.aio.Channel) -> None:
+    """A 5.x client's namespace prefixes its topics and groups as RocketMQ's NamespaceUtil
+    does (``ns%Topic``), which is the name a 4.x client with that namespace uses."""
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    topic = pb.Resource(name="NsTopic", resource_namespace="ns1")
+    msg = message()
+    msg.topic.CopyFrom(topic)
+    assert (await send(stub, msg)).status.code == pb.OK  # auto-creates ns1%NsTopic
+
+    def route(resource: pb.Resource) -> Any:
+        return stub.QueryRoute(
+            svc.QueryRouteRequest(topic=resource), metadata=META, timeout=TIMEOUT_S
+        )
+
+    routed = await route(topic)
+    assert routed.status.code == pb.OK
+    assert {(q.topic.name, q.topic.resource_namespace) for q in routed.message_queues} == {
+        ("NsTopic", "ns1")
+    }
+    assert (await route(pb.Resource(name="NsTopic"))).status.code == pb.TOPIC_NOT_FOUND
+    assert (await route(pb.Resource(name="ns1%NsTopic"))).status.code == pb.OK
+
+    request = svc.ReceiveMessageRequest(
+        group=pb.Resource(name="GID_NS", resource_namespace="ns1"),
+        message_queue=pb.MessageQueue(topic=topic, id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=4,
+        invisible_duration=Duration(seconds=15), long_polling_timeout=Duration(seconds=2),
+    )  # fmt: skip
+    got = [
+        r.message
+        async for r in stub.ReceiveMessage(request, metadata=META, timeout=TIMEOUT_S)
+        if r.WhichOneof("content") == "message"
+    ]
+    assert [(m.topic.name, m.topic.resource_namespace) for m in got] == [("NsTopic", "ns1")]
+    entry = svc.AckMessageEntry(
+        message_id=got[0].system_properties.message_id,
+        receipt_handle=got[0].system_properties.receipt_handle,
+    )
+    ack = await stub.AckMessage(
+        svc.AckMessageRequest(group=request.group, topic=topic, entries=[entry]),
+        metadata=META, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert ack.status.code == pb.OK

@@ -131,7 +131,9 @@ def endpoints(host: str, port: int) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
 
 
-def message_queues(cfg: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]:
+def message_queues(
+    cfg: TopicConfig, broker: pb.Broker, topic: pb.Resource
+) -> list[pb.MessageQueue]:
     """The queues of a topic on one broker. Queue ids below both the read and the write queue
     numbers can do both (when the topic allows both); the rest only what their number allows."""
     readable = bool(cfg.perm & PERM_READ)
@@ -148,7 +150,7 @@ def message_queues(cfg: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]
             perm = pb.WRITE
         queues.append(
             pb.MessageQueue(
-                topic=pb.Resource(name=cfg.topic_name),
+                topic=topic,
                 id=queue_id,
                 permission=perm,
                 broker=broker,
@@ -158,16 +160,41 @@ def message_queues(cfg: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]
     return queues
 
 
+# A namespace prefixes the topics and groups of its clients (RocketMQ's NamespaceUtil): a 4.x
+# client with that namespace writes the same names itself, so both protocols meet.
+NAMESPACE_SEPARATOR = "%"
+_SYSTEM_PREFIXES = ("rmq_sys_", "SCHEDULE_TOPIC_XXXX", "TBW102")
+_GROUP_PREFIXES = ("%RETRY%", "%DLQ%")
+
+
+def wrap(resource: pb.Resource) -> str:
+    """The broker's name of a resource: ``namespace%name``, ``%RETRY%namespace%group`` for
+    retry and DLQ topics, the name alone without a namespace or for system topics."""
+    name, namespace = resource.name, resource.resource_namespace
+    if not namespace or not name or name.startswith(_SYSTEM_PREFIXES):
+        return name
+    for prefix in _GROUP_PREFIXES:
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            if rest.startswith(namespace + NAMESPACE_SEPARATOR):
+                return name
+            return f"{prefix}{namespace}{NAMESPACE_SEPARATOR}{rest}"
+    if name.startswith(namespace + NAMESPACE_SEPARATOR):
+        return name
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
+
+
 def check_topic(resource: pb.Resource) -> str:
-    """The topic name of a request.
+    """The broker's name of a request's topic (see ``wrap``).
 
     Raises:
         GrpcRequestError: ILLEGAL_TOPIC for a blank or invalid name.
     """
-    err = topic_error(resource.name)
+    name = wrap(resource)
+    err = topic_error(name)
     if err is not None:
         raise GrpcRequestError(pb.ILLEGAL_TOPIC, err)
-    return resource.name
+    return name
 
 
 def _check_property_text(text: str, code: pb.Code, what: str) -> None:

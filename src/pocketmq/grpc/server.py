@@ -158,7 +158,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
             )
         return svc.QueryRouteResponse(
-            status=status(), message_queues=convert.message_queues(cfg, self._broker_pb())
+            status=status(),
+            message_queues=convert.message_queues(cfg, self._broker_pb(), request.topic),
         )
 
     @_boundary(lambda s: svc.HeartbeatResponse(status=s))
@@ -227,7 +228,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         try:
             group: GroupPolicy | None = None
             if client.client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
-                group = self._group_policy(client.subscription.group.name)
+                group = self._group_policy(convert.wrap(client.subscription.group))
             elif client.client_type != pb.PRODUCER:
                 return svc.TelemetryCommand(
                     status=status(
@@ -339,7 +340,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _pull(
         self, request: svc.PullMessageRequest, context: Context
     ) -> list[svc.PullMessageResponse]:
-        group = request.group.name
+        group = convert.wrap(request.group)
         self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         topic = cfg.topic_name
@@ -380,6 +381,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             # The store matched tag hashes only; a colliding tag is skipped here.
             if tag_names is None or msg.tags in tag_names:
                 message = v2_message(msg, queue_id=queue_id, queue_offset=msg.queue_offset)
+                message.topic.CopyFrom(request.message_queue.topic)  # the client's namespace
                 responses.append(svc.PullMessageResponse(message=message))
         responses.append(svc.PullMessageResponse(next_offset=next_offset))
         return responses
@@ -389,7 +391,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.UpdateOffsetRequest, context: Context
     ) -> svc.UpdateOffsetResponse:
         """Commit the offset a group consumes next in a queue (persisted with the 4.x ones)."""
-        group = request.group.name
+        group = convert.wrap(request.group)
         self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         if request.offset < 0:
@@ -406,7 +408,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         """A group's committed offset in a queue. Without one the answer is OFFSET_NOT_FOUND,
         unlike a 4.x query (which answers 0 for a queue that never lost a message): a pull
         consumer then starts where its own policy says, by QueryOffset."""
-        group = request.group.name
+        group = convert.wrap(request.group)
         if not group:
             raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
         cfg, queue_id = self._queue(request.message_queue)
@@ -453,7 +455,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         from every queue) for concurrent groups, each queue for FIFO groups, as the proxy
         answers."""
         topic = convert.check_topic(request.topic)
-        policy = self._group_policy(request.group.name)
+        policy = self._group_policy(convert.wrap(request.group))
         cfg = self.broker.topics.get(topic)
         if cfg is None:
             return svc.QueryAssignmentResponse(
@@ -468,7 +470,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             assignments=[
                 pb.Assignment(
                     message_queue=pb.MessageQueue(
-                        topic=pb.Resource(name=topic), id=queue_id,
+                        topic=request.topic, id=queue_id,
                         permission=pb.READ_WRITE if cfg.perm & PERM_WRITE else pb.READ,
                         broker=broker, accept_message_types=convert.ACCEPTED_MESSAGE_TYPES,
                     )
@@ -486,7 +488,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             GrpcRequestError: a bad topic, group, batch size, filter or invisible time.
         """
         topic = convert.check_topic(request.message_queue.topic)
-        group = request.group.name
+        group = convert.wrap(request.group)
         policy = self._group_policy(group)
         if request.batch_size <= 0 or request.batch_size > MAX_RECEIVE_BATCH_SIZE:
             raise GrpcRequestError(
@@ -545,6 +547,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             message = v2_message(
                 p.msg, topic=p.topic, queue_id=p.msg.queue_id, queue_offset=p.msg.queue_offset
             )
+            message.topic.CopyFrom(request.message_queue.topic)  # the client's namespace
             sp = message.system_properties
             sp.receipt_handle = p.handle
             sp.delivery_attempt = p.attempt
@@ -559,7 +562,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.AckMessageRequest, context: Context
     ) -> svc.AckMessageResponse:
         topic = convert.check_topic(request.topic)
-        group = request.group.name
+        group = convert.wrap(request.group)
         self._group(group)
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
@@ -597,7 +600,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.ChangeInvisibleDurationRequest, context: Context
     ) -> svc.ChangeInvisibleDurationResponse:
         topic = convert.check_topic(request.topic)
-        group = request.group.name
+        group = convert.wrap(request.group)
         self._group(group)
         invisible_ms = convert.duration_ms(request.invisible_duration)
         if not 0 <= invisible_ms <= self.broker.config.max_invisible_time_mills:
@@ -622,7 +625,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
         topic = convert.check_topic(request.topic)
-        group = request.group.name
+        group = convert.wrap(request.group)
         self._group(group)
         try:
             handle = await self.renewer.settle(
