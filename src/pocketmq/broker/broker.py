@@ -24,7 +24,7 @@ from pocketmq.broker.pop import PopService
 from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
-from pocketmq.broker.subscription_groups import SubscriptionGroupManager
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.protocol import json_body
@@ -33,6 +33,7 @@ from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingClient, RemotingServer
 from pocketmq.store import MessageStore
 from pocketmq.store.layout import CONFIG_DIR
+from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ class Broker:
 
     def max_delivery_attempts(self, group: str) -> int:
         """Deliveries of a message to a 5.x consumer group before its DLQ: retryMaxTimes + 1."""
-        cfg = self.subscription_groups.find(group)
-        return (cfg.retry_max_times if cfg is not None else 16) + 1
+        cfg = self.subscription_groups.find(group) or SubscriptionGroupConfig(group)
+        return cfg.retry_max_times + 1
 
     def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -212,11 +213,7 @@ class Broker:
         await self.schedule.stop()
         await self.timer.stop()
         await self.pop.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         await self._unregister_all()
         await self.namesrv_client.close()
         self.pull_hold.wake_all()

@@ -52,6 +52,7 @@ from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import TagFilter
 from pocketmq.store.results import GetStatus, PutResult
+from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -258,10 +259,7 @@ class PopService:
         self._task = asyncio.create_task(self._revive_loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
         self.persist()
         for topic in list(self._waiters):
             self._notify(topic)
@@ -506,7 +504,7 @@ class PopService:
     def _ck_record(
         self, req: PopRequest, topic: str, queue_id: int, pop_time: int, got: list[Popped]
     ) -> MessageExt:
-        start = int(ReceiptHandle.decode(got[0].handle).start_offset)
+        start = got[0].msg.queue_offset
         next_begin = (
             self.offsets.query(req.group, topic, queue_id)
             if not req.fifo
@@ -690,18 +688,7 @@ def _copy(msg: MessageExt, topic: str, queue_id: int, reconsume_times: int) -> M
     props = dict(msg.properties)
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
     props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.uniq_key or msg.msg_id)
-    return MessageExt(
-        topic=topic,
-        body=msg.body,
-        queue_id=queue_id,
-        flag=msg.flag,
-        properties=props,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        store_host=msg.store_host,
-        reconsume_times=reconsume_times,
-    )
+    return msg.put_again(topic, queue_id, props, reconsume_times)
 
 
 def _rotate(items: range, turn: int) -> list[int]:

@@ -26,6 +26,7 @@ from pocketmq.errors import PocketMQError
 from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
+from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +59,11 @@ def time_up(parked: MessageExt) -> MessageExt:
     props = dict(parked.properties)
     props.pop(MessageConst.DELAY_TIME_LEVEL, None)
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-    return MessageExt(
-        topic=props.get(MessageConst.REAL_TOPIC, parked.topic),
-        body=parked.body,
-        queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
-        flag=parked.flag,
-        properties=props,
-        sys_flag=parked.sys_flag,
-        born_timestamp=parked.born_timestamp,
-        born_host=parked.born_host,
-        store_host=parked.store_host,
-        reconsume_times=parked.reconsume_times,
+    return parked.put_again(
+        props.get(MessageConst.REAL_TOPIC, parked.topic),
+        int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
+        props,
+        parked.reconsume_times,
     )
 
 
@@ -142,11 +137,7 @@ class ScheduleMessageService:
         self._tasks = [asyncio.create_task(self._deliver_loop(level)) for level in self.levels]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         self.persist()
 

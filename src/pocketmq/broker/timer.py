@@ -33,6 +33,7 @@ from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +190,7 @@ class TimerMessageService:
         self._tasks = [asyncio.create_task(self._deliver_loop())]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         self.persist()
 

@@ -11,13 +11,13 @@ longer renewed: its messages come back at their deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopService, ReceiptHandle
 from pocketmq.errors import RequestError
+from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,7 @@ class ReceiptRenewer:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     def connected(self, client_id: str) -> None:
         self._connected[client_id] = self._connected.get(client_id, 0) + 1

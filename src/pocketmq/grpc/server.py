@@ -561,9 +561,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def AckMessage(
         self, request: svc.AckMessageRequest, context: Context
     ) -> svc.AckMessageResponse:
-        topic = convert.check_topic(request.topic)
-        group = convert.wrap(request.group)
-        self._group(group)
+        group, topic = self._group_and_topic(request.group, request.topic)
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
         client_id = client_meta(context).client_id
@@ -589,6 +587,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         )  # fmt: skip
         return svc.AckMessageResponse(status=overall, entries=results)
 
+    def _group_and_topic(self, group: pb.Resource, topic: pb.Resource) -> tuple[str, str]:
+        """The broker's names of the group and topic an ack, change or forward names.
+
+        Raises:
+            GrpcRequestError: an illegal topic, or a blank or unknown group.
+        """
+        topic_name = convert.check_topic(topic)
+        group_name = convert.wrap(group)
+        self._group(group_name)
+        return group_name, topic_name
+
     @staticmethod
     def _consume_status(exc: RequestError) -> pb.Status:
         if isinstance(exc, InvalidReceiptHandle):
@@ -599,9 +608,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(
         self, request: svc.ChangeInvisibleDurationRequest, context: Context
     ) -> svc.ChangeInvisibleDurationResponse:
-        topic = convert.check_topic(request.topic)
-        group = convert.wrap(request.group)
-        self._group(group)
+        group, topic = self._group_and_topic(request.group, request.topic)
         invisible_ms = convert.duration_ms(request.invisible_duration)
         if not 0 <= invisible_ms <= self.broker.config.max_invisible_time_mills:
             return svc.ChangeInvisibleDurationResponse(
@@ -624,9 +631,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def ForwardMessageToDeadLetterQueue(
         self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
-        topic = convert.check_topic(request.topic)
-        group = convert.wrap(request.group)
-        self._group(group)
+        group, topic = self._group_and_topic(request.group, request.topic)
         try:
             handle = await self.renewer.settle(
                 client_meta(context).client_id, group, request.message_id, request.receipt_handle

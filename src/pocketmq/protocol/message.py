@@ -296,6 +296,24 @@ class MessageExt:
     def uniq_key(self) -> str | None:
         return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
+    def put_again(
+        self, topic: str, queue_id: int, properties: dict[str, str], reconsume_times: int
+    ) -> MessageExt:
+        """This message to store once more elsewhere (a due delay, a retry, a dead letter):
+        the producer's body, flags and born fields, and the store fields left to the store."""
+        return MessageExt(
+            topic=topic,
+            body=self.body,
+            queue_id=queue_id,
+            flag=self.flag,
+            properties=properties,
+            sys_flag=self.sys_flag,
+            born_timestamp=self.born_timestamp,
+            born_host=self.born_host,
+            store_host=self.store_host,
+            reconsume_times=reconsume_times,
+        )
+
 
 # --- record codec -----------------------------------------------------------------------
 
