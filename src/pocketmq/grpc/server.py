@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
+from pocketmq.broker.messaging import PullQuery
 from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
-from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
+from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.calls import ClientMeta, Context, RejectUndecodable, client_meta, peer_host
@@ -37,9 +37,9 @@ from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy, duration
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, decode_message
+from pocketmq.protocol.names import FIRST_RETRY_DELAY_LEVEL, is_readable, is_writeable
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -48,8 +48,6 @@ log = logging.getLogger(__name__)
 
 # RocketMQ's proxy port for gRPC clients.
 DEFAULT_GRPC_PORT = 8081
-# The seed's retry ladder starts at delay level 3 (10 s), as the 4.x retry path does.
-_FIRST_RETRY_LEVEL = 3
 # A ReceiveMessage is held at most this long (grpcClientConsumerMaxLongPollingTimeoutMillis),
 # and answers this long before the client's deadline so that the answer arrives in time.
 MAX_LONG_POLLING_MS = 20_000
@@ -97,6 +95,8 @@ def _not_implemented(what: str) -> pb.Status:
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, broker: Broker, host: str) -> None:
         self.broker = broker
+        self.messaging = broker.messaging
+        self.pop = broker.pop
         self.host = host
         self.port = 0  # set once the server is bound
         self._spread = itertools.count()
@@ -108,7 +108,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     @property
     def _limits(self) -> SendLimits:
-        return SendLimits(max_body_size=self.broker.store.config.max_message_size)
+        return SendLimits(max_body_size=self.broker.config.store.max_message_size)
 
     def _broker_pb(self) -> pb.Broker:
         return pb.Broker(
@@ -126,10 +126,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         """
         if not group:
             raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
-        cfg = self.broker.subscription_groups.find(group)
-        if cfg is None:
-            raise GrpcRequestError(pb.CONSUMER_GROUP_NOT_FOUND, f"group {group} does not exist")
-        return cfg
+        return self.messaging.group(group)
 
     def _group_policy(self, group: str) -> GroupPolicy:
         """The consumer group's retry policy (see ``_group`` for the errors)."""
@@ -137,8 +134,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if cfg.consume_message_orderly:
             intervals: tuple[int, ...] = (FIFO_RETRY_INTERVAL_MS,)
         else:
-            levels = self.broker.store.config.delay_levels_ms
-            intervals = levels[_FIRST_RETRY_LEVEL - 1 :] or levels[-1:]
+            # The 4.x retry ladder: delay level 3 (10 s) on.
+            levels = self.broker.config.store.delay_levels_ms
+            intervals = levels[FIRST_RETRY_DELAY_LEVEL - 1 :] or levels[-1:]
         return GroupPolicy(
             max_delivery_attempts=cfg.retry_max_times + 1,
             retry_intervals_ms=intervals,
@@ -151,12 +149,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def QueryRoute(
         self, request: svc.QueryRouteRequest, context: Context
     ) -> svc.QueryRouteResponse:
-        topic = convert.check_topic(request.topic)
-        cfg = self.broker.topics.get(topic)
-        if cfg is None:
-            return svc.QueryRouteResponse(
-                status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
-            )
+        cfg = self.messaging.topic(convert.check_topic(request.topic))
         return svc.QueryRouteResponse(
             status=status(),
             message_queues=convert.message_queues(cfg, self._broker_pb(), request.topic),
@@ -267,12 +260,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         message_id = message.system_properties.message_id
         try:
             msg = convert.to_message_ext(message, self._limits, born_host)
-            cfg = self.broker.processors.topic_for_send(
-                msg.topic, AUTO_CREATE_TOPIC_KEY, self.broker.config.default_topic_queue_nums
-            )
+            cfg = self.messaging.topic_for_send(msg.topic)
             msg.queue_id = convert.queue_for(msg, cfg.write_queue_nums, next(self._spread))
-            msg.store_host = self.broker.store.commitlog.store_host
-            result = await self.broker.processors.put_single(msg)
+            msg.store_host = self.messaging.store_host
+            result = await self.messaging.send(msg)
         except RequestError as exc:
             return svc.SendResultEntry(status=convert.status_of_error(exc), message_id=message_id)
         code, remark = PUT_STATUS_CODES[result.status]
@@ -297,9 +288,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 queue or a queue id the topic does not have.
         """
         topic = convert.check_topic(mq.topic)
-        cfg = self.broker.topics.get(topic)
-        if cfg is None:
-            raise GrpcRequestError(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        cfg = self.messaging.topic(topic)
         name = self.broker.config.broker_name
         if mq.broker.name and mq.broker.name != name:
             raise GrpcRequestError(
@@ -344,27 +333,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         topic = cfg.topic_name
-        if not self.broker.config.broker_permission & PERM_READ:
-            raise GrpcRequestError(pb.FORBIDDEN, "the broker pulling message is forbidden")
-        if not cfg.perm & PERM_READ:
-            raise GrpcRequestError(pb.FORBIDDEN, f"the topic {topic} pulling message is forbidden")
         if request.batch_size <= 0:
             raise GrpcRequestError(pb.BAD_REQUEST, "batch_size must be positive")
         tags, tag_names = convert.tag_filter(request.filter_expression)
         timeout = request.long_polling_timeout if request.HasField("long_polling_timeout") else None
-        deadline = time.monotonic() + self._long_polling_ms(timeout, context) / 1000
         offset = request.offset
-        while True:
-            result = self.broker.store.get_message(
-                topic, queue_id, offset, request.batch_size, tags
-            )
-            code = pull_code(result.status, offset)
-            remaining = deadline - time.monotonic()
-            if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0:
-                break
-            await self.broker.pull_hold.wait(topic, queue_id, offset, remaining)
+        query = PullQuery(group, topic, queue_id, offset, request.batch_size, tags)
+        result = await self.messaging.pull(query, self._long_polling_ms(timeout, context))
+        code = pull_code(result.status, offset)
         next_offset = result.next_begin_offset
-        self.broker.offsets.commit_pull(group, topic, queue_id, next_offset)
         if code == ResponseCode.PULL_OFFSET_MOVED:
             moved = status(
                 pb.ILLEGAL_OFFSET,
@@ -398,7 +375,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return svc.UpdateOffsetResponse(
                 status=status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
             )
-        self.broker.offsets.commit(group, cfg.topic_name, queue_id, request.offset)
+        self.messaging.commit_offset(group, cfg.topic_name, queue_id, request.offset)
         return svc.UpdateOffsetResponse(status=status())
 
     @_boundary(lambda s: svc.GetOffsetResponse(status=s))
@@ -412,7 +389,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if not group:
             raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
         cfg, queue_id = self._queue(request.message_queue)
-        offset = self.broker.offsets.query(group, cfg.topic_name, queue_id)
+        offset = self.messaging.committed_offset(group, cfg.topic_name, queue_id)
         if offset < 0:
             return svc.GetOffsetResponse(
                 status=status(
@@ -430,17 +407,16 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         (END), or the first offset stored at or after a time (TIMESTAMP; END when none is)."""
         cfg, queue_id = self._queue(request.message_queue)
         topic = cfg.topic_name
-        store = self.broker.store
         policy = request.query_offset_policy
         if policy == pb.BEGINNING:
-            offset = store.get_min_offset_in_queue(topic, queue_id)
+            offset = self.messaging.min_offset(topic, queue_id)
         elif policy == pb.END:
-            offset = store.get_max_offset_in_queue(topic, queue_id)
+            offset = self.messaging.max_offset(topic, queue_id)
         elif policy == pb.TIMESTAMP:
             if not request.HasField("timestamp"):
                 raise GrpcRequestError(pb.BAD_REQUEST, "a TIMESTAMP query needs a timestamp")
             at_ms = convert.timestamp_ms(request.timestamp)
-            offset = store.get_offset_in_queue_by_time(topic, queue_id, at_ms)
+            offset = self.messaging.offset_by_time(topic, queue_id, at_ms)
         else:
             raise GrpcRequestError(pb.BAD_REQUEST, f"query offset policy {policy} is unknown")
         return svc.QueryOffsetResponse(status=status(), offset=offset)
@@ -456,12 +432,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         answers."""
         topic = convert.check_topic(request.topic)
         policy = self._group_policy(convert.wrap(request.group))
-        cfg = self.broker.topics.get(topic)
-        if cfg is None:
-            return svc.QueryAssignmentResponse(
-                status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
-            )
-        if not cfg.perm & PERM_READ or cfg.read_queue_nums <= 0:
+        cfg = self.messaging.topic(topic)
+        if not is_readable(cfg.perm) or cfg.read_queue_nums <= 0:
             return svc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
         queue_ids = range(cfg.read_queue_nums) if policy.fifo else (-1,)
         broker = self._broker_pb()
@@ -471,7 +443,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 pb.Assignment(
                     message_queue=pb.MessageQueue(
                         topic=request.topic, id=queue_id,
-                        permission=pb.READ_WRITE if cfg.perm & PERM_WRITE else pb.READ,
+                        permission=pb.READ_WRITE if is_writeable(cfg.perm) else pb.READ,
                         broker=broker, accept_message_types=convert.ACCEPTED_MESSAGE_TYPES,
                     )
                 )
@@ -529,7 +501,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         meta = client_meta(context)
         try:
             pop, poll_ms = self._pop_request(request, context)
-            popped = await self.broker.pop.pop(pop, poll_ms)
+            popped = await self.pop.pop(pop, poll_ms)
         except RequestError as exc:
             yield svc.ReceiveMessageResponse(status=convert.status_of_error(exc))
             return
@@ -571,7 +543,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 handle = await self.renewer.settle(
                     client_id, group, entry.message_id, entry.receipt_handle
                 )
-                await self.broker.pop.ack(group, topic, handle)
+                await self.pop.ack(group, topic, handle)
                 outcome = status()
             except RequestError as exc:
                 outcome = self._consume_status(exc)
@@ -622,7 +594,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             handle = await self.renewer.settle(
                 client_meta(context).client_id, group, request.message_id, request.receipt_handle
             )
-            new = await self.broker.pop.change_invisible(group, topic, handle, invisible_ms)
+            new = await self.pop.change_invisible(group, topic, handle, invisible_ms)
         except RequestError as exc:
             return svc.ChangeInvisibleDurationResponse(status=self._consume_status(exc))
         return svc.ChangeInvisibleDurationResponse(status=status(), receipt_handle=new)
@@ -636,7 +608,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             handle = await self.renewer.settle(
                 client_meta(context).client_id, group, request.message_id, request.receipt_handle
             )
-            await self.broker.pop.forward_to_dead_letter(group, topic, handle)
+            await self.pop.forward_to_dead_letter(group, topic, handle)
         except RequestError as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=self._consume_status(exc))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status())
