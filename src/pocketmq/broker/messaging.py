@@ -1,6 +1,6 @@
 """The protocol-neutral messaging service: every RocketMQ rule a client request meets, written
 once, under both edges. Remoting handlers (``broker/handlers/``) and the gRPC servicer
-(``grpc/server.py``) parse a request, call this service and map the result, as RocketMQ's
+(``grpc/``) parse a request, call this service and map the result, as RocketMQ's
 proxy hands its gRPC activities to ``MessagingProcessor``.
 
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
