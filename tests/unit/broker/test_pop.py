@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pop_harness import GROUP, TOPIC, Broker, bodies, broker, until_popped
 
-from pocketmq.broker.pop import InvalidReceiptHandle, ReceiptHandle, pop_retry_topic
+from pocketmq.broker.pop import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.protocol.names import pop_retry_topic
 from pocketmq.protocol.message import MessageConst
 
 __all__ = ["broker"]  # the fixture
