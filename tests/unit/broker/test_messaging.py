@@ -7,19 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
+from broker_parts import messaging_for
 
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
 from pocketmq.broker.offsets import ConsumerOffsetManager
-from pocketmq.broker.pull_hold import PullHold
-from pocketmq.broker.schedule import ScheduleMessageService
-from pocketmq.broker.subscription_groups import SubscriptionGroupManager
-from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
@@ -33,8 +26,9 @@ GROUP = "GID_ORDERS"
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
-    store_config = StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=1 << 20)
-    store = MessageStore(store_config)
+    store = MessageStore(
+        StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=1 << 20)
+    )
     store.open()
     topics = TopicConfigManager(
         tmp_path / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
@@ -43,21 +37,9 @@ async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
     topics.load()
     topics.create_system_if_absent(TOPIC, 2, 6)
     offsets = ConsumerOffsetManager(tmp_path / "offsets.json")
-    groups = SubscriptionGroupManager(tmp_path / "groups.json", auto_create=True)
-    broker: Any = SimpleNamespace(
-        config=BrokerConfig(store=store_config),
-        clock=FakeClock(),
-        store=store,
-        topics=topics,
-        offsets=offsets,
-        subscription_groups=groups,
-        locks=RebalanceLockManager(),
-        pull_hold=PullHold(),
-        schedule=ScheduleMessageService(store, tmp_path / "delay.json"),
-        timer=TimerMessageService(store, tmp_path / "timer.json", 3 * 86400),
-    )
-    store.on_message_arrived = broker.pull_hold.notify
-    yield MessagingService(broker)
+    service = messaging_for(tmp_path, store, topics, offsets, FakeClock())
+    store.on_message_arrived = service.broker.pull_hold.notify
+    yield service
     store.close()
 
 
