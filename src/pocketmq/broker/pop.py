@@ -40,15 +40,16 @@ from typing import Any
 import orjson
 
 from pocketmq.broker.offsets import ConsumerOffsetManager
-from pocketmq.broker.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfigManager,
-)
+from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.errors import RequestError
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+)
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import TagFilter
 from pocketmq.store.results import GetStatus, PutResult

@@ -13,15 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
-from pocketmq.broker.topics import (
-    AUTO_CREATE_TOPIC_KEY,
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
-    topic_error,
-)
+from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import ProtocolError, RequestError
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_int, get_str
@@ -31,6 +24,14 @@ from pocketmq.protocol.message import (
     decode_batch_body,
     decode_properties,
     host_to_bytes,
+)
+from pocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    topic_error,
 )
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel

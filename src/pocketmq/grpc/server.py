@@ -26,7 +26,7 @@ from google.protobuf.duration_pb2 import Duration
 from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.broker.status_map import PUT_STATUS_CODES, pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
-from pocketmq.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
+from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.calls import ClientMeta, Context, RejectUndecodable, client_meta, peer_host
@@ -37,9 +37,9 @@ from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy, duration
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, decode_message
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, PERM_READ, PERM_WRITE
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
