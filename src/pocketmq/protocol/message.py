@@ -32,7 +32,6 @@ import functools
 import ipaddress
 import mmap
 import operator
-import socket
 import struct
 import zlib
 from collections.abc import Iterable
@@ -207,8 +206,9 @@ def host_to_bytes(host: Host) -> bytes:
 def host_from_bytes(raw: ReadableBuffer) -> Host:
     addr = bytes(raw[:-4])
     port = int.from_bytes(raw[-4:], "big")
-    family = socket.AF_INET if len(addr) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, addr), port
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}", port
+    return str(ipaddress.IPv6Address(addr)), port
 
 
 def create_offset_msg_id(store_host: Host, phy_offset: int) -> str:
