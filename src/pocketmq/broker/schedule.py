@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from pocketmq.errors import PocketMQError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
 from pocketmq.store import MessageStore
-from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

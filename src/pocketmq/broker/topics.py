@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.namesrv.route_table import PERM_INHERIT, PERM_READ, PERM_WRITE
 from pocketmq.protocol.message import SCHEDULE_TOPIC
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"

@@ -192,9 +192,9 @@ def test_inspect_reports_damage_with_file_and_offset(
     report = inspect_store(store_root, verify=True, config=store.config)
     assert report.commitlog_max_offset == stop
     assert report.records == sum(o < stop for o in offsets)
-    assert any(p.startswith(f"commitlog {path.name}: ") and expected in p for p in report.problems), (
-        report.problems
-    )
+    assert any(
+        p.startswith(f"commitlog {path.name}: ") and expected in p for p in report.problems
+    ), report.problems
 
 
 def test_inspect_takes_a_torn_tail_for_the_end_of_data(
