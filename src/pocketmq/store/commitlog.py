@@ -1,6 +1,7 @@
 """CommitLog: every topic's records, appended to one log of mapped segments, and its recovery.
 
-Record layout: see pocketmq.protocol.message. Appends run on the caller's thread under
+Record layout: see pocketmq.protocol.message; recovery walks segments with
+pocketmq.protocol.records. Appends run on the caller's thread under
 ``put_lock``; they copy the record into the mapping and write its TOTALSIZE field last, so a
 process killed mid-copy leaves a zero size where the record would start, which recovery reads
 as the end of the log.
@@ -37,6 +38,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
 from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir
@@ -344,37 +346,25 @@ class CommitLog:
         self, mf: MappedFile, check_crc: bool, on_record: DispatchSink | None
     ) -> tuple[int, int, str]:
         """Walk a segment's records: (end position, records, why it stopped)."""
-        mm = mf.mm
-        pos = 0
-        records = 0
         size_limit = mf.file_size
-        while True:
-            if pos + 8 > size_limit:
-                return pos, records, "end of segment without a blank record"
-            size, magic = peek_record_size(mm, pos)
-            if magic == BLANK_MAGIC:
-                if size != size_limit - pos:
-                    return pos, records, f"blank record of size {size} does not close the segment"
-                return size_limit, records, "blank"
-            if size == 0 and magic == 0:
-                return pos, records, "end of data"
-            try:
-                info = decode_record_info(mm, pos, size_limit, check_crc)
-            except RecordError as exc:
-                return pos, records, str(exc)
-            if info.phy_offset != mf.file_from_offset + pos:
-                return (
-                    pos,
-                    records,
-                    (
-                        f"record claims offset {info.phy_offset}, found at "
-                        f"{mf.file_from_offset + pos}"
-                    ),
-                )
+        walk = RecordWalk(mf.mm, 0, size_limit, base_offset=mf.file_from_offset)
+        records = 0
+        for info in walk.records(check_crc):
             if on_record is not None:
                 on_record(info)
             records += 1
-            pos += size
+        stop = walk.stop
+        if stop is Stop.BLANK:
+            if walk.size != size_limit - walk.pos:
+                return (
+                    walk.pos,
+                    records,
+                    f"blank record of size {walk.size} does not close the segment",
+                )
+            return size_limit, records, "blank"
+        if stop is Stop.LIMIT or stop is Stop.SHORT:
+            return walk.pos, records, "end of segment without a blank record"
+        return walk.pos, records, walk.detail
 
     def recover(
         self, start_index: int, check_crc: bool, on_record: DispatchSink | None = None

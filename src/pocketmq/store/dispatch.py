@@ -18,14 +18,11 @@ from pocketmq.protocol.message import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     MessageConst,
-    RecordError,
     RecordInfo,
     SysFlag,
-    decode_record_info,
-    peek_record_size,
     tags_code,
 )
-from pocketmq.store.layout import BLANK_MAGIC
+from pocketmq.protocol.records import RecordWalk, Stop
 
 if TYPE_CHECKING:
     from pocketmq.store.commitlog import CommitLog
@@ -147,25 +144,25 @@ class ReputService:
             mf = log_.mfq.find(offset)
             if mf is None:
                 break
-            pos = offset - mf.file_from_offset
-            file_end = min(mf.wrote_position, end - mf.file_from_offset)
-            mm = mf.mm
-            while pos < file_end:
-                size, magic = peek_record_size(mm, pos)
-                if magic == BLANK_MAGIC:
-                    pos = mf.file_size
-                    break
-                try:
-                    info = decode_record_info(mm, pos, mf.wrote_position, check_crc=False)
-                except RecordError as exc:
-                    log.error("reput stopped at %d: %s", mf.file_from_offset + pos, exc)
-                    self.reput_from = mf.file_from_offset + pos
-                    return count
+            file_from = mf.file_from_offset
+            walk = RecordWalk(
+                mf.mm,
+                offset - file_from,
+                min(mf.wrote_position, end - file_from),
+                end=mf.wrote_position,
+            )
+            for info in walk.records():
                 self.dispatch(request_from_record(info, self.delay_levels_ms))
                 count += 1
-                pos += size
-            offset = mf.file_from_offset + pos
-            if pos >= mf.file_size:
+            if walk.stop is Stop.BLANK:
                 offset = mf.file_end_offset
+            elif walk.stop is Stop.LIMIT:
+                offset = file_from + walk.pos
+                if walk.pos >= mf.file_size:
+                    offset = mf.file_end_offset
+            else:
+                log.error("reput stopped at %d: %s", file_from + walk.pos, walk.detail)
+                self.reput_from = file_from + walk.pos
+                return count
             self.reput_from = offset
         return count
