@@ -9,6 +9,7 @@ as the end of the log.
 
 from __future__ import annotations
 
+import errno
 import logging
 import struct
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
@@ -113,7 +115,9 @@ class CommitLog:
         self._topic_cache: dict[str, tuple[bytes, int]] = {}
         self.delay_levels_ms = config.delay_levels_ms
         # Set by the first failed write: later puts fail fast until the store is reopened.
-        self.write_error: str | None = None
+        self.write_error: StoreWriteError | None = None
+        # Fault hook (tests): the next append fails mid-record, as a failed write would.
+        self._fail_next_write = False
 
     # --- offsets --------------------------------------------------------------------
 
@@ -199,7 +203,7 @@ class CommitLog:
         Returns the result and the dispatch requests for the records written.
         """
         if self.write_error is not None:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=self.write_error), []
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=str(self.write_error)), []
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
         encoded: list[_Encoded] = []
@@ -245,6 +249,14 @@ class CommitLog:
                 mm[p : p + len(body)] = body
                 p += len(body)
                 mm[p : p + len(tail)] = tail
+                if self._fail_next_write:
+                    self._fail_next_write = False
+                    error = self.fail_writes(
+                        OSError(errno.EIO, "Input/output error (fault hook)"),
+                        f"commitlog write at {phy} failed",
+                    )
+                    log.error("%s", error)
+                    return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
                 # The size goes in last: a torn copy leaves a zero size, read as end of log.
                 _SIZE.pack_into(mm, pos, size)
                 offsets.append(phy)
@@ -426,6 +438,17 @@ class CommitLog:
         return self.recover(start, self.config.check_crc_on_recover, on_record)
 
     # --- lifecycle ------------------------------------------------------------------
+
+    def fail_writes(self, cause: Exception, what: str) -> StoreWriteError:
+        """Refuse every later put with the StoreWriteError returned: after a failed write or
+        flush, bytes already handed to the page cache may be lost, so nothing after the last
+        good flush can be promised durable. The first failure is the one kept; the store must
+        be reopened."""
+        if self.write_error is None:
+            error = StoreWriteError(f"{what}: {cause}")
+            error.__cause__ = cause
+            self.write_error = error
+        return self.write_error
 
     def flush(self) -> int:
         return self.mfq.flush()
