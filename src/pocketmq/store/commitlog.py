@@ -16,7 +16,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from pocketmq.errors import StoreWriteError
@@ -91,13 +90,6 @@ class _Encoded(NamedTuple):
     header: struct.Struct
 
 
-@dataclass(slots=True)
-class RecoveryResult:
-    process_offset: int
-    records: int
-    stopped_reason: str
-
-
 class CommitLog:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
@@ -126,10 +118,6 @@ class CommitLog:
 
     def max_offset(self) -> int:
         return self.mfq.max_offset()
-
-    def roll_next_file(self, offset: int) -> int:
-        size = self.config.mapped_file_size_commit_log
-        return offset + size - offset % size
 
     # --- append ---------------------------------------------------------------------
 
@@ -380,15 +368,17 @@ class CommitLog:
 
     def recover(
         self, start_index: int, check_crc: bool, on_record: DispatchSink | None = None
-    ) -> RecoveryResult:
+    ) -> int:
         """Validate records from segment start_index on; cut the log where they stop.
+
+        Returns the offset the log was cut at (its new end).
 
         Shared by normal recovery (start at the third-last segment) and abnormal recovery
         (start at the segment chosen from the checkpoint, dispatching every record).
         """
         files = self.mfq.files
         if not files:
-            return RecoveryResult(0, 0, "empty")
+            return 0
         process_offset = files[start_index].file_from_offset
         total = 0
         reason = "end of data"
@@ -409,9 +399,9 @@ class CommitLog:
         if last is not None and last.file_end_offset > process_offset >= last.file_from_offset:
             last.wrote_position = last.flushed_position = process_offset - last.file_from_offset
         self.mfq.flushed_where = process_offset
-        return RecoveryResult(process_offset, total, reason)
+        return process_offset
 
-    def recover_normally(self) -> RecoveryResult:
+    def recover_normally(self) -> int:
         start = max(0, len(self.mfq.files) - 3)
         return self.recover(start, self.config.check_crc_on_recover)
 
@@ -433,7 +423,7 @@ class CommitLog:
                 return idx
         return 0
 
-    def recover_abnormally(self, min_timestamp: int, on_record: DispatchSink) -> RecoveryResult:
+    def recover_abnormally(self, min_timestamp: int, on_record: DispatchSink) -> int:
         start = self.abnormal_start_index(min_timestamp)
         return self.recover(start, self.config.check_crc_on_recover, on_record)
 

@@ -100,25 +100,18 @@ class ReputService:
         commitlog: CommitLog,
         dispatchers: list[Dispatcher],
         delay_levels_ms: tuple[int, ...],
-        on_dispatched: Callable[[DispatchRequest], None] | None = None,
     ) -> None:
         self.commitlog = commitlog
         self.dispatchers = dispatchers
         self.delay_levels_ms = delay_levels_ms
-        self.on_dispatched = on_dispatched
         self.reput_from = 0
         # Store timestamp of the last dispatched record (feeds the checkpoint).
         self.last_store_timestamp = 0
-
-    def behind(self) -> int:
-        return self.commitlog.max_offset() - self.reput_from
 
     def dispatch(self, req: DispatchRequest) -> None:
         for d in self.dispatchers:
             d(req)
         self.last_store_timestamp = req.store_timestamp
-        if self.on_dispatched is not None:
-            self.on_dispatched(req)
 
     def feed(self, reqs: Iterable[DispatchRequest], end_offset: int) -> None:
         """Dispatch requests an append just built; falls back to reading the log on a gap."""

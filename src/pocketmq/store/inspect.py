@@ -35,7 +35,6 @@ from pocketmq.store.layout import (
 )
 
 _MAX_PROBLEMS_KEPT = 200
-_BLANK_SIZE = 0x7FFFFFFF
 
 
 @dataclass
