@@ -18,15 +18,17 @@ from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
+from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
-from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -39,8 +41,9 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.offsets: ConsumerOffsetManager
@@ -48,7 +51,7 @@ class Broker:
         self.schedule: ScheduleMessageService
         self.timer: TimerMessageService
         self.pop: PopService
-        self.processors: BrokerProcessors
+        self.messaging: MessagingService
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager()
@@ -96,6 +99,7 @@ class Broker:
             self.config.timer_max_delay_sec,
         )
         self.timer.load()
+        self.messaging = MessagingService(self)
         self.pop = PopService(
             self.store,
             self.offsets,
@@ -103,11 +107,12 @@ class Broker:
             self.config.broker_cluster_name,
             self.config.broker_name,
             self.max_delivery_attempts,
+            self.messaging.redeliver,
+            clock=self.clock,
         )
         self.pop.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.processors = BrokerProcessors(self)
-        self.processors.register(self.dispatcher)
+        register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self.consumers.on_channel_closed

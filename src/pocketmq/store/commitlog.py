@@ -26,8 +26,6 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     Host,
     MessageExt,
     RecordError,
@@ -39,6 +37,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code

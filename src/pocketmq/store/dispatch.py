@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     MessageConst,
     RecordInfo,
     SysFlag,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.records import RecordWalk, Stop
 
 if TYPE_CHECKING:

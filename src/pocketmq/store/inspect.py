@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.protocol.message import KEY_SEPARATOR, SCHEDULE_TOPIC, RecordInfo, decode_record_info
+from pocketmq.protocol.message import KEY_SEPARATOR, RecordInfo, decode_record_info
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import BLANK_UNIT

@@ -22,7 +22,8 @@ from store_helpers import (
     segment_paths,
 )
 
-from pocketmq.protocol.message import SCHEDULE_TOPIC, SysFlag, decode_message
+from pocketmq.protocol.message import SysFlag, decode_message
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
 
 SEGMENT = 4096
