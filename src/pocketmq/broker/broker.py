@@ -99,6 +99,7 @@ class Broker:
             self.config.timer_max_delay_sec,
         )
         self.timer.load()
+        self.messaging = MessagingService(self)
         self.pop = PopService(
             self.store,
             self.offsets,
@@ -106,10 +107,11 @@ class Broker:
             self.config.broker_cluster_name,
             self.config.broker_name,
             self.max_delivery_attempts,
+            self.messaging.redeliver,
+            clock=self.clock,
         )
         self.pop.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.messaging = MessagingService(self)
         register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)

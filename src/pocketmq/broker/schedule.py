@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from pocketmq.errors import PocketMQError
-from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.tasks import cancel_and_wait

@@ -29,7 +29,8 @@ from pathlib import Path
 from pocketmq.broker.schedule import already_delivered, time_up
 from pocketmq.errors import PocketMQError, RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.store.consume_queue import ConsumeQueue

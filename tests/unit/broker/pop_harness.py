@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from broker_parts import messaging_for
 
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import Popped, PopRequest, PopService
@@ -51,9 +52,11 @@ class Broker:
         self.topics.create_system_if_absent(TOPIC, 2, 6)
         self.offsets = ConsumerOffsetManager(self.root / "offsets.json")
         self.offsets.load()
+        clock = self.clock or SYSTEM_CLOCK
+        messaging = messaging_for(self.root, self.store, self.topics, self.offsets, clock)
         self.pop = PopService(
             self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts,
-            clock=self.clock or SYSTEM_CLOCK,
+            messaging.redeliver, clock=clock,
         )  # fmt: skip
         self.pop.load()
         self.store.on_message_arrived = self.pop.on_message_arrived

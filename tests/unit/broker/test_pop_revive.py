@@ -13,10 +13,9 @@ from pop_harness import GROUP, TOPIC, Broker, bodies, running
 from pocketmq.broker.pop import InvalidReceiptHandle, ReceiptHandle
 from pocketmq.broker.pop.revive import RETRY_AFTER_FAILURE_MS
 from pocketmq.clock import FakeClock
-from pocketmq.errors import RequestError
-from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.message import MessageConst
 from pocketmq.protocol.names import dlq_topic, pop_retry_topic
+from pocketmq.store import PutResult, PutStatus
 
 RETRY = pop_retry_topic(GROUP, TOPIC)
 
@@ -145,13 +144,13 @@ async def test_a_failed_revive_is_tried_again_later(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reviver = broker.pop.reviver
-    put_retry = reviver._put_retry
+    redeliver = reviver.redeliver
 
-    async def failing(msg: MessageExt, topic: str, reconsume: int, origin: str) -> None:
-        monkeypatch.setattr(reviver, "_put_retry", put_retry)
-        raise RequestError(ResponseCode.SYSTEM_ERROR, "revive put failed: disk full")
+    async def failing(*args: object, **kwargs: object) -> PutResult:
+        monkeypatch.setattr(reviver, "redeliver", redeliver)
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail="disk full")
 
-    monkeypatch.setattr(reviver, "_put_retry", failing)
+    monkeypatch.setattr(reviver, "redeliver", failing)
     await broker.send("m")
     (p,) = await broker.receive()
     assert await broker.advance_to(deadline(p.handle)) == RETRY_AFTER_FAILURE_MS

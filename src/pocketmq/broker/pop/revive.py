@@ -6,10 +6,10 @@ out without an ack, and the loop that does it at each deadline.
   group's deliveries are spent.
 - FIFO groups: nothing is copied; the queue is unblocked and the next pop redelivers it.
 
-The two puts, into a retry topic and into a dead-letter topic, are ``_put_retry`` and
-``_put_dead_letter``: they take the message and its target and nothing of POP's state.
-The loop reads time only from the injected clock; ``revive_due`` does the due work and says
-how long until the next, so a test moves a fake clock and calls it instead of sleeping.
+Both puts go through the messaging service's ``redeliver``, the one implementation of retry
+and dead-letter copies that 4.x send-back shares. The loop reads time only from the injected
+clock; ``revive_due`` does the due work and says how long until the next, so a test moves a
+fake clock and calls it instead of sleeping.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from pocketmq.broker.pop.inflight import InFlight, InFlightTable, Key
-from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt
-from pocketmq.protocol.names import PERM_READ_WRITE, dlq_topic, pop_retry_topic
-from pocketmq.store import MessageStore
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.names import dlq_topic, pop_retry_topic
+from pocketmq.store import MessageStore, PutResult
 from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -55,18 +54,33 @@ class ReviveOwner(Protocol):
         ...
 
 
+class Redeliver(Protocol):
+    """The messaging service's ``redeliver``: a retry copy, or a dead letter when
+    ``retry_to`` is None."""
+
+    async def __call__(
+        self,
+        group: str,
+        origin: MessageExt,
+        *,
+        original_topic: str,
+        reconsume_times: int,
+        retry_to: str | None,
+    ) -> PutResult: ...
+
+
 class PopReviveService:
     def __init__(
         self,
         owner: ReviveOwner,
         store: MessageStore,
-        topics: TopicConfigManager,
+        redeliver: Redeliver,
         clock: Clock,
         max_attempts_of: Callable[[str], int],
     ) -> None:
         self.owner = owner
         self.store = store
-        self.topics = topics
+        self.redeliver = redeliver
         self.clock = clock
         self._max_attempts_of = max_attempts_of
         self._wake = asyncio.Event()
@@ -123,8 +137,14 @@ class PopReviveService:
         if entry.reconsume + 1 >= self._max_attempts_of(group):
             await self.dead_letter(group, msg, key, entry)
             return
-        retry = pop_retry_topic(group, entry.subscribed)
-        await self._put_retry(msg, retry, entry.reconsume + 1, entry.subscribed)
+        result = await self.redeliver(
+            group,
+            msg,
+            original_topic=entry.subscribed,
+            reconsume_times=entry.reconsume + 1,
+            retry_to=pop_retry_topic(group, entry.subscribed),
+        )
+        _check(result, "revive")
         await self.owner.settle(key, entry)
 
     async def dead_letter(
@@ -136,7 +156,10 @@ class PopReviveService:
             RequestError: the put failed.
         """
         dlq = dlq_topic(group)
-        await self._put_dead_letter(msg, dlq)
+        result = await self.redeliver(
+            group, msg, original_topic=key[1], reconsume_times=msg.reconsume_times, retry_to=None
+        )
+        _check(result, "dead-letter")
         log.info("message %s of %s dead-lettered to %s", msg.uniq_key, key[1], dlq)
         if entry is not None:
             await self.owner.settle(key, entry)
@@ -147,26 +170,7 @@ class PopReviveService:
         phy = self.store.get_commit_log_offset_in_queue(topic, queue_id, offset)
         return self.store.look_message_by_offset(phy) if phy >= 0 else None
 
-    # ------------------------------------------------------------------ retry and DLQ puts
 
-    async def _put_retry(
-        self, msg: MessageExt, retry_topic: str, reconsume_times: int, origin_topic: str
-    ) -> None:
-        copy = self._copy(msg, retry_topic, reconsume_times)
-        copy.properties.setdefault(MessageConst.RETRY_TOPIC, origin_topic)
-        await self._put(copy, "revive")
-
-    async def _put_dead_letter(self, msg: MessageExt, dlq_topic: str) -> None:
-        await self._put(self._copy(msg, dlq_topic, msg.reconsume_times), "dead-letter")
-
-    def _copy(self, msg: MessageExt, topic: str, reconsume_times: int) -> MessageExt:
-        self.topics.create_system_if_absent(topic, 1, PERM_READ_WRITE)
-        props = dict(msg.properties)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.uniq_key or msg.msg_id)
-        return msg.put_again(topic, 0, props, reconsume_times)
-
-    async def _put(self, copy: MessageExt, what: str) -> None:
-        result = await self.store.put_messages([copy])
-        if not result.ok:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"{what} put failed: {result.detail}")
+def _check(result: PutResult, what: str) -> None:
+    if not result.ok:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"{what} put failed: {result.detail}")

@@ -39,7 +39,7 @@ from pocketmq.broker.pop.records import (
     UnreadableRecord,
     record_message,
 )
-from pocketmq.broker.pop.revive import PopReviveService
+from pocketmq.broker.pop.revive import PopReviveService, Redeliver
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
@@ -102,6 +102,7 @@ class PopService:
         cluster: str,
         broker_name: str,
         max_attempts_of: Callable[[str], int],
+        redeliver: Redeliver,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
@@ -111,7 +112,7 @@ class PopService:
         self.clock = clock
         self.revive_topic = revive_topic(cluster)
         self.table = InFlightTable()
-        self.reviver = PopReviveService(self, store, topics, clock, max_attempts_of)
+        self.reviver = PopReviveService(self, store, redeliver, clock, max_attempts_of)
         self._turn = 0
         # Pops waiting for a message to arrive in a topic, or a FIFO queue to unblock.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
