@@ -107,7 +107,7 @@ class Broker:
             self.config.broker_cluster_name,
             self.config.broker_name,
             self.max_delivery_attempts,
-            self.messaging.redeliver,
+            self.messaging,
             clock=self.clock,
         )
         self.pop.load()

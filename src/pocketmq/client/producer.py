@@ -22,12 +22,12 @@ from pocketmq.client.ids import new_message_id
 from pocketmq.client.instance import ClientInstance, new_client_instance
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import BrokerError, ClientError
+from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
 from pocketmq.protocol.message import (
     MessageConst,
     SysFlag,
-    encode_batch_body,
     encode_properties,
     java_string_hash,
 )

@@ -34,7 +34,6 @@ import mmap
 import operator
 import struct
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -236,14 +235,11 @@ def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
 # --- messages ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Message:
-    """What a producer sends: topic, body, flag and properties."""
+class _Properties:
+    """The system properties both message kinds expose by name."""
 
-    topic: str
-    body: bytes
-    flag: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
+    __slots__ = ()
+    properties: dict[str, str]
 
     @property
     def tags(self) -> str | None:
@@ -253,9 +249,23 @@ class Message:
     def keys(self) -> str | None:
         return self.properties.get(MessageConst.KEYS)
 
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
 
 @dataclass(slots=True)
-class MessageExt:
+class Message(_Properties):
+    """What a producer sends: topic, body, flag and properties."""
+
+    topic: str
+    body: bytes
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MessageExt(_Properties):
     """A message with its broker-side fields: what the store writes and decodes.
 
     Fields set by the store on append (queue_offset, phy_offset, store_timestamp, store_size,
@@ -279,18 +289,6 @@ class MessageExt:
     store_size: int = 0
     body_crc: int = 0
     msg_id: str = ""
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(MessageConst.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(MessageConst.KEYS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     def put_again(
         self, topic: str, queue_id: int, properties: dict[str, str], reconsume_times: int
@@ -559,54 +557,3 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
         body_crc=crc,
         msg_id=create_offset_msg_id(store_host, info.phy_offset),
     )
-
-
-# --- batch bodies -------------------------------------------------------------------------
-
-_BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
-
-
-def encode_batch_body(messages: Iterable[Message]) -> bytes:
-    """The body of a SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages); the broker fills in
-    the magic code and body CRC, so both are sent as 0.
-
-    Each message: total size (4) | magic (4) | body CRC (4) | flag (4) | body length (4) | body
-    | properties length (2) | properties.
-    """
-    parts: list[bytes] = []
-    for m in messages:
-        props = encode_properties(m.properties).encode()
-        size = _BATCH_HEAD.size + len(m.body) + _H16.size + len(props)
-        parts += (_BATCH_HEAD.pack(size, 0, 0, m.flag, len(m.body)), m.body)
-        parts += (_H16.pack(len(props)), props)
-    return b"".join(parts)
-
-
-def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """Split a batch send's body (see ``encode_batch_body``) into (flag, body, properties).
-
-    Raises:
-        ProtocolError: a message overruns the body or its lengths disagree.
-    """
-    out = []
-    pos = 0
-    while pos < len(data):
-        if pos + _BATCH_HEAD.size > len(data):
-            raise ProtocolError(f"batch message at byte {pos} is truncated")
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(data, pos)
-        p = pos + _BATCH_HEAD.size
-        if body_len < 0 or p + body_len + 2 > len(data):
-            raise ProtocolError(f"batch message at byte {pos}: body overruns the batch")
-        body = data[p : p + body_len]
-        p += body_len
-        props_len = _H16.unpack_from(data, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len > len(data):
-            raise ProtocolError(f"batch message at byte {pos}: properties overrun the batch")
-        props = decode_properties(data[p : p + props_len].decode("utf-8", "replace"))
-        p += props_len
-        if total != p - pos:
-            raise ProtocolError(f"batch message at byte {pos} says {total} bytes, has {p - pos}")
-        out.append((flag, body, props))
-        pos = p
-    return out

@@ -56,7 +56,7 @@ class Broker:
         messaging = messaging_for(self.root, self.store, self.topics, self.offsets, clock)
         self.pop = PopService(
             self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts,
-            messaging.redeliver, clock=clock,
+            messaging, clock=clock,
         )  # fmt: skip
         self.pop.load()
         self.store.on_message_arrived = self.pop.on_message_arrived

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pocketmq.errors import ProtocolError
+from pocketmq.protocol.batch import decode_batch_body, encode_batch_body
 from pocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
@@ -23,12 +24,10 @@ from pocketmq.protocol.message import (
     SysFlag,
     body_crc,
     create_offset_msg_id,
-    decode_batch_body,
     decode_message,
     decode_offset_msg_id,
     decode_properties,
     decode_record_info,
-    encode_batch_body,
     encode_properties,
     encode_record,
     java_string_hash,

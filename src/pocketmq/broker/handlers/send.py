@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.protocol.batch import decode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_int, get_str
 from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
-    decode_batch_body,
     decode_properties,
     host_to_bytes,
 )

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pocketmq.broker.pop.inflight import InFlight, InFlightTable, Key
 from pocketmq.clock import Clock
@@ -27,6 +27,9 @@ from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageExt
 from pocketmq.protocol.names import dlq_topic, pop_retry_topic
 from pocketmq.store import MessageStore, PutResult
+
+if TYPE_CHECKING:
+    from pocketmq.broker.messaging import MessagingService
 from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -54,33 +57,18 @@ class ReviveOwner(Protocol):
         ...
 
 
-class Redeliver(Protocol):
-    """The messaging service's ``redeliver``: a retry copy, or a dead letter when
-    ``retry_to`` is None."""
-
-    async def __call__(
-        self,
-        group: str,
-        origin: MessageExt,
-        *,
-        original_topic: str,
-        reconsume_times: int,
-        retry_to: str | None,
-    ) -> PutResult: ...
-
-
 class PopReviveService:
     def __init__(
         self,
         owner: ReviveOwner,
         store: MessageStore,
-        redeliver: Redeliver,
+        messaging: MessagingService,
         clock: Clock,
         max_attempts_of: Callable[[str], int],
     ) -> None:
         self.owner = owner
         self.store = store
-        self.redeliver = redeliver
+        self.redeliver = messaging.redeliver
         self.clock = clock
         self._max_attempts_of = max_attempts_of
         self._wake = asyncio.Event()

@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop.handle import InvalidReceiptHandle, ReceiptHandle
@@ -39,7 +40,7 @@ from pocketmq.broker.pop.records import (
     UnreadableRecord,
     record_message,
 )
-from pocketmq.broker.pop.revive import PopReviveService, Redeliver
+from pocketmq.broker.pop.revive import PopReviveService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
@@ -55,6 +56,9 @@ from pocketmq.protocol.names import (
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import TagFilter
 from pocketmq.store.results import GetStatus, PutResult
+
+if TYPE_CHECKING:
+    from pocketmq.broker.messaging import MessagingService
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,7 @@ class PopService:
         cluster: str,
         broker_name: str,
         max_attempts_of: Callable[[str], int],
-        redeliver: Redeliver,
+        messaging: MessagingService,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
@@ -112,7 +116,7 @@ class PopService:
         self.clock = clock
         self.revive_topic = revive_topic(cluster)
         self.table = InFlightTable()
-        self.reviver = PopReviveService(self, store, redeliver, clock, max_attempts_of)
+        self.reviver = PopReviveService(self, store, messaging, clock, max_attempts_of)
         self._turn = 0
         # Pops waiting for a message to arrive in a topic, or a FIFO queue to unblock.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
