@@ -434,6 +434,26 @@ def peek_record_size(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     return _I32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
 
 
+def topic_field(buf: ReadableBuffer, pos: int, magic: int, end: int) -> tuple[int, int]:
+    """Where a record's topic starts and how long it is, read at ``pos`` (just past the body):
+    its length takes 1 byte in version-1 records and 2 in version-2 ones.
+
+    Raises:
+        RecordError: the length, the topic or the properties length after it overruns ``end``.
+    """
+    if magic == MESSAGE_MAGIC_CODE:
+        if pos + 1 > end:
+            raise RecordError("topic length overruns the record")
+        topic_len, pos = buf[pos], pos + 1
+    else:
+        if pos + 2 > end:
+            raise RecordError("topic length overruns the record")
+        topic_len, pos = int.from_bytes(buf[pos : pos + 2], "big"), pos + 2
+    if pos + topic_len + 2 > end:
+        raise RecordError("topic overruns the record")
+    return pos, topic_len
+
+
 def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: bool) -> RecordInfo:
     """Decode the record starting at buf[pos], which must end by limit.
 
@@ -483,16 +503,7 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     ):
         raise RecordError("body CRC mismatch")
     p += body_len
-    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > end:
-        raise RecordError("topic length overruns the record")
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = buf[p]
-        p += 1
-    else:
-        topic_len = int.from_bytes(buf[p : p + 2], "big")
-        p += 2
-    if p + topic_len + 2 > end:
-        raise RecordError("topic overruns the record")
+    p, topic_len = topic_field(buf, p, magic, end)
     topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
     p += topic_len
     props_len = _H16.unpack_from(buf, p)[0]

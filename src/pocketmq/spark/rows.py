@@ -41,6 +41,7 @@ from pocketmq.protocol.message import (
     SysFlag,
     decode_message,
     decode_properties,
+    topic_field,
 )
 from pocketmq.protocol.records import MIN_RECORD_SIZE
 
@@ -165,14 +166,7 @@ class RowBuffer:
             raise RecordError(f"body length {body_len} overruns the record")
         body = bytes(buf[p : p + body_len])
         p += body_len
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = buf[p]
-            p += 1
-        else:
-            topic_len = int.from_bytes(buf[p : p + 2], "big")
-            p += 2
-        if p + topic_len + 2 > end:
-            raise RecordError("topic overruns the record")
+        p, topic_len = topic_field(buf, p, magic, end)
         if topic is None:
             topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
         p += topic_len

@@ -39,6 +39,11 @@ from pocketmq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qqqqii")
+# The IndexHeader fields, in their order on disk (IndexFile's attributes of the same names).
+_HEADER_FIELDS = (
+    "begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset",
+    "hash_slot_count", "index_count",
+)  # fmt: skip
 _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -61,14 +66,8 @@ class IndexFile:
         self.mf = mf
         self.slot_num = slot_num
         self.index_num = index_num
-        (
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        ) = _HEADER.unpack_from(mf.mm, 0)
+        for name, value in zip(_HEADER_FIELDS, _HEADER.unpack_from(mf.mm, 0), strict=True):
+            setattr(self, name, value)
         if self.index_count <= 0:
             self.index_count = 1
         self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
@@ -114,16 +113,7 @@ class IndexFile:
 
     def _write_header(self) -> None:
         self.dirty = True
-        _HEADER.pack_into(
-            self.mf.mm,
-            0,
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        )
+        _HEADER.pack_into(self.mf.mm, 0, *map(self.__getattribute__, _HEADER_FIELDS))
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for a key whose index_key_hash is key_hash; False when full."""
