@@ -476,7 +476,7 @@ class BrokerProcessors:
 
     def lock_batch_mq(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = self._lock_body(cmd)
-        held = self.broker.locks.try_lock_batch(group, queues, client_id, int(time.time() * 1000))
+        held = self.broker.locks.try_lock_batch(group, queues, client_id)
         body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]}
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(body))
 

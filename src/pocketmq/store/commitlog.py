@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
@@ -95,8 +95,9 @@ class RecoveryResult:
 
 
 class CommitLog:
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock  # the records' store timestamps
         self.mfq = MappedFileQueue(
             commitlog_dir(config.root),
             config.mapped_file_size_commit_log,
@@ -224,7 +225,7 @@ class CommitLog:
                 detail = f"cannot create a commitlog segment: {exc.strerror or exc}"
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
-            store_ts = time.time_ns() // 1_000_000
+            store_ts = self.clock.now_ms()
             queue_offset = self.topic_queue_table.get(key, 0) if counts_in_queue else 0
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos

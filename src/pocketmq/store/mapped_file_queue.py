@@ -12,7 +12,6 @@ import bisect
 import logging
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -231,9 +230,9 @@ class MappedFileQueue:
         mf.destroy()
         return mf
 
-    def expired_candidates(self, reserved_ms: int, now_ms: int | None = None) -> list[MappedFile]:
-        """Segments, oldest first, last written more than reserved_ms ago (never the last)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+    def expired_candidates(self, reserved_ms: int, now_ms: int) -> list[MappedFile]:
+        """Segments, oldest first, last written more than reserved_ms before now_ms (never the
+        last)."""
         with self.lock:
             files = self.files[:-1]
         result = []
@@ -242,7 +241,7 @@ class MappedFileQueue:
                 mtime = int(os.stat(mf.path).st_mtime * 1000)
             except FileNotFoundError:
                 continue
-            if mtime + reserved_ms <= now:
+            if mtime + reserved_ms <= now_ms:
                 result.append(mf)
             else:
                 break
