@@ -9,7 +9,8 @@ import pytest
 
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.clock import FakeClock
-from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.clock import FakeClock
-from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
 
 
