@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
+from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
-from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.clock = clock
         self.store: MessageStore
@@ -49,7 +50,7 @@ class Broker:
         self.schedule: ScheduleMessageService
         self.timer: TimerMessageService
         self.pop: PopService
-        self.processors: BrokerProcessors
+        self.messaging: MessagingService
         self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager(clock=clock)
@@ -103,6 +104,7 @@ class Broker:
             clock=self.clock,
         )
         self.timer.load()
+        self.messaging = MessagingService(self)
         self.pop = PopService(
             self.store,
             self.offsets,
@@ -110,11 +112,12 @@ class Broker:
             self.config.broker_cluster_name,
             self.config.broker_name,
             self.max_delivery_attempts,
+            self.messaging.redeliver,
+            clock=self.clock,
         )
         self.pop.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.processors = BrokerProcessors(self)
-        self.processors.register(self.dispatcher)
+        register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self.consumers.on_channel_closed

@@ -19,21 +19,22 @@ deliveries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError
-from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
 # A put that fails (disk full, store closing) is retried after this, from the same message.
-RETRY_AFTER_FAILURE_S = 10.0
+RETRY_AFTER_FAILURE_MS = 10_000
 
 
 def delay_level(msg: MessageExt) -> int:
@@ -135,7 +136,10 @@ class ScheduleMessageService:
     async def start(self) -> None:
         for level in self.levels:
             await self._skip_delivered(level)
-        self._tasks = [asyncio.create_task(self._deliver_loop(level)) for level in self.levels]
+        self._tasks = [
+            asyncio.create_task(run_when_due(functools.partial(self.deliver_due, level), wake))
+            for level, wake in self._wake.items()
+        ]
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
@@ -167,18 +171,9 @@ class ScheduleMessageService:
         # damaged unit): deliver at once rather than hold the whole level.
         return now_ms if tags_code > now_ms + self.levels_ms[level - 1] else tags_code
 
-    async def _deliver_loop(self, level: int) -> None:
-        wake = self._wake[level]
-        while True:
-            wake.clear()
-            wait_s = await self.deliver_due(level)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):
-                    await wake.wait()
-
-    async def deliver_due(self, level: int) -> float | None:
-        """Re-put every due message of the level; returns how long until the next one is due
-        (None: the level is empty, wait for an arrival)."""
+    async def deliver_due(self, level: int) -> int | None:
+        """Re-put every due message of the level; returns ms until the next one is due (None:
+        the level is empty, wait for an arrival)."""
         cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
         if cq is None:
             return None
@@ -186,7 +181,7 @@ class ScheduleMessageService:
             now = self.clock.now_ms()
             due = self._deliver_time(level, tags_code, now)
             if due > now:
-                return (due - now) / 1000
+                return due - now
             msg = self.store.look_message_by_offset(phy)
             if msg is None:
                 log.error("delay level %d: no message at commitlog offset %d, skipped", level, phy)
@@ -195,8 +190,8 @@ class ScheduleMessageService:
                 if not result.ok:
                     log.error(
                         "delay level %d: re-put of %s failed (%s), retrying in %.0f s",
-                        level, msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_S,
+                        level, msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_MS / 1000,
                     )  # fmt: skip
-                    return RETRY_AFTER_FAILURE_S
+                    return RETRY_AFTER_FAILURE_MS
             self._advance(level, qo + 1)
         return None

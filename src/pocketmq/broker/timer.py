@@ -20,26 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import heapq
 import logging
 from array import array
 from pathlib import Path
 
-from pocketmq.broker.schedule import already_delivered, time_up
+from pocketmq.broker.schedule import RETRY_AFTER_FAILURE_MS, already_delivered, time_up
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError, RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.store.consume_queue import ConsumeQueue
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
 BUCKET_MS = 1000
-RETRY_AFTER_FAILURE_MS = 10_000
 _TIMER_INPUTS = (
     MessageConst.TIMER_DELIVER_MS,
     MessageConst.TIMER_DELAY_SEC,
@@ -188,7 +187,7 @@ class TimerMessageService:
 
     async def start(self) -> None:
         self.resume()
-        self._tasks = [asyncio.create_task(self._deliver_loop())]
+        self._tasks = [asyncio.create_task(run_when_due(self.deliver_due, self._wake))]
 
     def resume(self) -> None:
         """Bucket the timers pending since the checkpoint, skip those delivered after it, and
@@ -229,14 +228,6 @@ class TimerMessageService:
     def _due(cq: ConsumeQueue, off: int) -> int:
         unit = cq.unit(off)
         return unit[2] if unit else 0
-
-    async def _deliver_loop(self) -> None:
-        while True:
-            self._wake.clear()
-            wait_ms = await self.deliver_due()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if wait_ms is None else wait_ms / 1000):
-                    await self._wake.wait()
 
     async def deliver_due(self) -> int | None:
         """Re-put every timer due by now, in (delivery time, offset) order; returns ms until the

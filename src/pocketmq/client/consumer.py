@@ -43,10 +43,9 @@ from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.names import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 class MessageModel(enum.Enum):

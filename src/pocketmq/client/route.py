@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
+from pocketmq.protocol.names import PERM_READ, PERM_WRITE
 
 MASTER_ID = 0
 

@@ -32,9 +32,9 @@ import functools
 import ipaddress
 import mmap
 import operator
-import socket
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -50,11 +50,6 @@ BLANK_MAGIC_CODE: Final = 0xCBD43194
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 KEY_SEPARATOR: Final = " "
-
-# Delayed messages wait here, queue id = delay level - 1 (TopicValidator.RMQ_SYS_SCHEDULE_TOPIC).
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-# 5.x timer messages wait here, queue 0 (TimerMessageStore.TIMER_TOPIC).
-TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 
 # Java's Short.MAX_VALUE: the properties length is a signed 16-bit field.
 MAX_PROPERTIES_LENGTH: Final = 32767
@@ -211,8 +206,9 @@ def host_to_bytes(host: Host) -> bytes:
 def host_from_bytes(raw: ReadableBuffer) -> Host:
     addr = bytes(raw[:-4])
     port = int.from_bytes(raw[-4:], "big")
-    family = socket.AF_INET if len(addr) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, addr), port
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}", port
+    return str(ipaddress.IPv6Address(addr)), port
 
 
 def create_offset_msg_id(store_host: Host, phy_offset: int) -> str:
@@ -570,11 +566,24 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
 _BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
 
 
-def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """Split a batch send's body (MessageDecoder.encodeMessages) into (flag, body, properties).
+def encode_batch_body(messages: Iterable[Message]) -> bytes:
+    """The body of a SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages); the broker fills in
+    the magic code and body CRC, so both are sent as 0.
 
     Each message: total size (4) | magic (4) | body CRC (4) | flag (4) | body length (4) | body
     | properties length (2) | properties.
+    """
+    parts: list[bytes] = []
+    for m in messages:
+        props = encode_properties(m.properties).encode()
+        size = _BATCH_HEAD.size + len(m.body) + _H16.size + len(props)
+        parts += (_BATCH_HEAD.pack(size, 0, 0, m.flag, len(m.body)), m.body)
+        parts += (_H16.pack(len(props)), props)
+    return b"".join(parts)
+
+
+def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+    """Split a batch send's body (see ``encode_batch_body``) into (flag, body, properties).
 
     Raises:
         ProtocolError: a message overruns the body or its lengths disagree.

@@ -25,10 +25,11 @@ from typing import Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, SUB_ALL, PullStatus
+from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, PullStatus
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import RecordError
+from pocketmq.protocol.names import SUB_ALL
 from pocketmq.spark.cluster import new_instance, new_loop
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer

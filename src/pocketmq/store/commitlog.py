@@ -24,8 +24,6 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     Host,
     MessageExt,
     RecordError,
@@ -37,6 +35,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
 from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     MessageConst,
     RecordError,
     RecordInfo,
@@ -25,6 +23,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.store.layout import BLANK_MAGIC
 
 if TYPE_CHECKING:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from pocketmq.protocol.message import (
     KEY_SEPARATOR,
-    SCHEDULE_TOPIC,
     RecordError,
     RecordInfo,
     decode_record_info,
     peek_record_size,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import BLANK_UNIT
 from pocketmq.store.dispatch import compute_tags_code, goes_to_consume_queue

@@ -1,5 +1,5 @@
 """The client's pure parts, checked against RocketMQ's behaviour: queue allocation, queue
-selection with latency fault tolerance, message ids, batch bodies, routes, subscriptions,
+selection with latency fault tolerance, message ids, routes, subscriptions,
 process queues and local offsets."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pocketmq.client.consumer import ProcessQueue
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import UniqueIdGenerator
 from pocketmq.client.offset_store import LocalOffsetStore
-from pocketmq.client.producer import encode_batch, message, select_by_hash
+from pocketmq.client.producer import message, select_by_hash
 from pocketmq.client.pull import Subscription
 from pocketmq.client.route import (
     MessageQueue,
@@ -27,7 +27,7 @@ from pocketmq.client.route import (
     allocate_by_circle,
 )
 from pocketmq.errors import ClientError
-from pocketmq.protocol.message import MessageExt, decode_batch_body, tags_code
+from pocketmq.protocol.message import MessageExt, tags_code
 
 
 def queues(n: int, broker: str = "b") -> list[MessageQueue]:
@@ -121,18 +121,6 @@ def test_message_id_layout() -> None:
     assert abs(month_start.timestamp() * 1000 + diff_ms - time.time() * 1000) < 5000
     counters = [struct.unpack(">H", bytes.fromhex(i)[14:])[0] for i in ids[:2]]
     assert (counters[1] - counters[0]) % 65536 == 1
-
-
-def test_batch_body_round_trips_through_the_brokers_decoder() -> None:
-    msgs = [
-        message("T", b"one", tags="A", keys=["k1", "k2"]),
-        message("T", b"", properties={"x": "y"}, flag=7),
-    ]
-    parts = decode_batch_body(encode_batch(msgs))
-    assert parts == [
-        (0, b"one", {"TAGS": "A", "KEYS": "k1 k2"}),
-        (7, b"", {"x": "y"}),
-    ]
 
 
 def test_select_by_hash_uses_javas_string_hash() -> None:

@@ -1,27 +1,26 @@
 """Push consumers' receipt handles on a fake clock: renewed ``ahead_ms`` before their deadline
 while the client is connected, never after it disconnects, for at most ``RENEW_MAX_MS``;
 settled to the latest renewal on ack. The renewer is driven through ``renew_due``, first
-against a stand-in for the POP service, then against the real one."""
+against a stand-in for the POP service, then against the real one on the same clock."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopService, ReceiptHandle
-from pocketmq.clock import SYSTEM_CLOCK, FakeClock
+from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
 from pocketmq.grpc.receipts import RENEW_MAX_MS, ReceiptRenewer
 from pocketmq.protocol.codes import ResponseCode
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "broker"))
-from pop_harness import GROUP, TOPIC, Broker, broker, until_popped
-
-__all__ = ["broker"]  # the fixture
+from pop_harness import GROUP, TOPIC, Broker, running, until_popped
 
 CLIENT = "client@1"
 INVISIBLE_MS = 60_000
@@ -158,37 +157,47 @@ async def test_a_stale_handle_is_dropped_and_a_failed_renewal_retried(
     assert await renewer.settle(CLIENT, GROUP, "acked", acked) == acked
 
 
-# --- against the real POP service (on the system clock: the renewer's fake clock starts at
-# the pop time, and moving it only decides when the renewer acts)
+# --- against the real POP service, both on one fake clock
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    async with running(Broker(tmp_path, clock=FakeClock())) as b:
+        yield b
+
+
+def renewer_of(b: Broker) -> ReceiptRenewer:
+    assert b.clock is not None
+    return ReceiptRenewer(b.pop, invisible_ms=600, ahead_ms=400, clock=b.clock)
 
 
 async def test_renewed_while_connected_then_acked_with_the_first_handle(broker: Broker) -> None:
+    renewer = renewer_of(broker)
+    renewer.connected(CLIENT)
     await broker.send("long job")
     (p,) = await broker.receive(invisible_ms=600)
-    clock = FakeClock(SYSTEM_CLOCK.now_ms())
-    renewer = ReceiptRenewer(broker.pop, invisible_ms=600, ahead_ms=400, clock=clock)
-    renewer.connected(CLIENT)
     renewer.track(CLIENT, GROUP, "long job", TOPIC, p.handle)
-    clock.advance(200)  # within 400 ms of the deadline
-    await renewer.renew_due()
-    assert await broker.receive() == []
+    for _ in range(20):  # 2 s, three times the invisible time, scanned every 100 ms
+        await renewer.renew_due()
+        await broker.advance(100)
+        assert await broker.receive() == []
     handle = await renewer.settle(CLIENT, GROUP, "long job", p.handle)
     assert handle != p.handle
     await broker.pop.ack(GROUP, TOPIC, handle)
+    await broker.advance(800)
     assert await broker.receive() == []  # acked for good, no longer renewed
 
 
 async def test_not_renewed_once_disconnected(broker: Broker) -> None:
+    renewer = renewer_of(broker)
+    renewer.connected(CLIENT)
     await broker.send("orphan")
     (p,) = await broker.receive(invisible_ms=600)
-    clock = FakeClock(SYSTEM_CLOCK.now_ms())
-    renewer = ReceiptRenewer(broker.pop, invisible_ms=600, ahead_ms=400, clock=clock)
-    renewer.connected(CLIENT)
     renewer.track(CLIENT, GROUP, "orphan", TOPIC, p.handle)
     renewer.disconnected(CLIENT)
-    clock.advance(200)
-    await renewer.renew_due()
-    # The POP service revives it at its deadline (real time: 600 ms).
+    for _ in range(6):
+        await renewer.renew_due()
+        await broker.advance(100)
     again = await until_popped(broker, 1)
     assert again[0].attempt == 2
     # Nothing renewed it: the client's handle is simply expired.

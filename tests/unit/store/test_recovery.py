@@ -24,7 +24,8 @@ from store_helpers import (
 
 from pocketmq.clock import FakeClock
 from pocketmq.errors import StoreError
-from pocketmq.protocol.message import SCHEDULE_TOPIC, SysFlag, decode_message
+from pocketmq.protocol.message import SysFlag, decode_message
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
 from pocketmq.store.config_file import read_json, write_json_atomic
 

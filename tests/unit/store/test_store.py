@@ -22,7 +22,6 @@ from pocketmq.clock import FakeClock
 from pocketmq.errors import ProtocolError, StoreError
 from pocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
-    SCHEDULE_TOPIC,
     SysFlag,
     create_offset_msg_id,
     decode_message,
@@ -30,6 +29,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutStatus, TagFilter
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.layout import is_offset_file_name
