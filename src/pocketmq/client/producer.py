@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.client.fault import QueueSelector
-from pocketmq.client.ids import client_id, default_instance_name, new_message_id
-from pocketmq.client.instance import ClientInstance
+from pocketmq.client.ids import new_message_id
+from pocketmq.client.instance import ClientInstance, new_client_instance
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -148,11 +148,9 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
-        self.selector = QueueSelector(send_latency_fault_enable)
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(
-            namesrv_addr, client_id(instance_name or default_instance_name())
-        )
+        self.instance = instance or new_client_instance(namesrv_addr, instance_name)
+        self.selector = QueueSelector(send_latency_fault_enable, clock=self.instance.clock)
         self._publish: dict[str, TopicRoute] = {}
         self._started = False
 

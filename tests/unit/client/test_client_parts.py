@@ -14,18 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client.consumer import ProcessQueue
+from pocketmq.client.allocate import allocate_averagely, allocate_by_circle
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import UniqueIdGenerator
 from pocketmq.client.offset_store import LocalOffsetStore
+from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.producer import message, select_by_hash
 from pocketmq.client.pull import Subscription
-from pocketmq.client.route import (
-    MessageQueue,
-    TopicRoute,
-    allocate_averagely,
-    allocate_by_circle,
-)
+from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import ClientError
 from pocketmq.protocol.message import MessageExt, tags_code
 
@@ -196,5 +192,21 @@ def test_local_offset_store_round_trip(tmp_path: Path) -> None:
         again.path.with_name("offsets.json.bak").unlink(missing_ok=True)
         with pytest.raises(ClientError, match="offsets"):
             await LocalOffsetStore(tmp_path, "10.0.0.1@1#2", "G").load()
+
+    asyncio.run(main())
+
+
+def test_process_queue_flow_control_counts_messages_and_bytes() -> None:
+    async def main() -> None:
+        pq = ProcessQueue(MessageQueue("T", "b", 0), 0)
+        msgs = [MessageExt("T", b"12345", queue_offset=i) for i in range(3)]
+        pq.put(msgs)
+        assert pq.is_full(3, 1 << 20) and pq.is_full(10, 15) and not pq.is_full(4, 16)
+        waiter = asyncio.ensure_future(pq.wait_for_space())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        pq.remove(msgs[:1])  # consumption frees space: the pull resumes
+        await waiter
+        assert not pq.is_full(3, 15)
 
     asyncio.run(main())
