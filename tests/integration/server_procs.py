@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# tests/, for waiting: this module is also imported outside pytest (the Spark query script).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from waiting import wait_until_sync
 
 
