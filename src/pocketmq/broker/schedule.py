@@ -25,10 +25,10 @@ from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
-from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)

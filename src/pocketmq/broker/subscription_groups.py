@@ -14,7 +14,7 @@ from typing import Any
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
-from pocketmq.store.config_file import read_json, write_json_atomic
+from pocketmq.jsonfile import read_json, write_json_atomic
 
 
 @dataclass(slots=True)

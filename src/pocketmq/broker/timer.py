@@ -28,11 +28,11 @@ from pathlib import Path
 from pocketmq.broker.schedule import RETRY_AFTER_FAILURE_MS, already_delivered, time_up
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError, RequestError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
-from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.tasks import cancel_and_wait, run_when_due
 

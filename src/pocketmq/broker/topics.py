@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     PERM_INHERIT,
     PERM_READ_WRITE,
     SCHEDULE_TOPIC,
 )
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ CommitLog record, RocketMQ 4.x layout (MessageDecoder / CommitLog.calMsgLength),
     +      1|2   TOPIC LENGTH, then the topic (UTF-8)
     +      2     PROPERTIES LENGTH (signed short), then the properties (UTF-8)
 
-A blank record closing a file is ``TOTALSIZE | cbd43194`` followed by unused bytes.
+How records sit in a segment (blank record, zeros after the last): pocketmq.protocol.records.
 
 Properties are ``name \\x01 value \\x02`` repeated, as MessageDecoder.messageProperties2String.
 """

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from pocketmq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from pocketmq.protocol.message import BLANK_MAGIC_CODE
 
 COMMITLOG_DIR: Final = "commitlog"
 CONSUME_QUEUE_DIR: Final = "consumequeue"
@@ -25,7 +25,6 @@ CHECKPOINT_FILE: Final = "checkpoint"
 ABORT_FILE: Final = "abort"
 LOCK_FILE: Final = "lock"
 
-MAGIC: Final = MESSAGE_MAGIC_CODE
 BLANK_MAGIC: Final = BLANK_MAGIC_CODE
 # A file must keep room for a blank record (size + magic) after its last message.
 END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4

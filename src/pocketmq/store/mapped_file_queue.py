@@ -8,11 +8,9 @@ which readers treat as "already removed".
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from pocketmq.store.layout import is_offset_file_name, offset_file_name
@@ -102,13 +100,6 @@ class MappedFileQueue:
             if 0 <= idx < len(files):
                 return files[idx]
             return None
-
-    def iter_from(self, offset: int) -> Iterator[MappedFile]:
-        with self.lock:
-            files = list(self.files)
-        starts = [f.file_from_offset for f in files]
-        idx = max(0, bisect.bisect_right(starts, offset) - 1)
-        yield from files[idx:]
 
     # --- writing --------------------------------------------------------------------
 
@@ -212,14 +203,6 @@ class MappedFileQueue:
                     mf.destroy()
             self.files = keep
             self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
-
-    def reset_to(self, offset: int) -> None:
-        """Forget every segment (used when a log is empty but must continue at ``offset``)."""
-        with self.lock:
-            for mf in self.files:
-                mf.destroy()
-            self.files = []
-            self.flushed_where = offset
 
     def delete_first(self) -> MappedFile | None:
         """Remove the oldest segment from the queue and the disk (never the only one)."""

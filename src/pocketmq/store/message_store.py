@@ -233,7 +233,7 @@ class MessageStore:
             cq.recover()
         assert self.checkpoint is not None
         if self.last_exit_ok:
-            result = self.commitlog.recover_normally()
+            end = self.commitlog.recover_normally()
         else:
             min_ts = (
                 self.checkpoint.min_timestamp_index()
@@ -245,8 +245,7 @@ class MessageStore:
             def redispatch(info: RecordInfo) -> None:
                 self.reput.dispatch(request_from_record(info, self.config.delay_levels_ms))
 
-            result = self.commitlog.recover_abnormally(min_ts, redispatch)
-        end = result.process_offset
+            end = self.commitlog.recover_abnormally(min_ts, redispatch)
         for cq in self._all_queues():
             cq.truncate_dirty(end)
         if self.config.message_index_enable and self.index.end_phy_offset() >= end:

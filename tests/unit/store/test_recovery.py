@@ -1,5 +1,5 @@
 """Recovery by file surgery (all in-process): open a store, write, close it, damage its files,
-reopen. Also retention, the disk-full refusal and the atomic JSON config files."""
+reopen. Also retention and the disk-full refusal."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from store_helpers import (
     StoreFactory,
@@ -23,11 +22,9 @@ from store_helpers import (
 )
 
 from pocketmq.clock import FakeClock
-from pocketmq.errors import StoreError
 from pocketmq.protocol.message import SysFlag, decode_message
 from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 SEGMENT = 4096
 CQ_FILE = 200
@@ -462,39 +459,3 @@ def test_disk_full_refuses_writes_until_space_is_back(open_small: StoreFactory) 
     store.disk_usage = lambda _path: (50, 100)
     store.check_disk()
     assert put_ok(store, msg()).queue_offset == 1
-
-
-# --- config files ------------------------------------------------------------------------------
-
-
-def test_write_json_atomic_keeps_a_backup(tmp_path: Path) -> None:
-    path = tmp_path / "config" / "topics.json"
-    assert read_json(path) is None
-    write_json_atomic(path, {"version": 1, "topics": {"A": 4}})
-    assert read_json(path) == {"version": 1, "topics": {"A": 4}}
-    assert not path.with_name("topics.json.bak").exists()
-    write_json_atomic(path, {"version": 2, 5: "int keys become strings"})
-    assert read_json(path) == {"version": 2, "5": "int keys become strings"}
-    assert orjson.loads(path.with_name("topics.json.bak").read_bytes())["version"] == 1
-    assert not path.with_name("topics.json.tmp").exists()
-
-
-def test_read_json_falls_back_to_the_backup(tmp_path: Path) -> None:
-    path = tmp_path / "offsets.json"
-    write_json_atomic(path, {"v": 1})
-    write_json_atomic(path, {"v": 2})
-    path.write_bytes(b'{"v": 3, "tor')  # a torn write of the main file
-    assert read_json(path) == {"v": 1}
-    path.unlink()
-    assert read_json(path) == {"v": 1}
-    path.with_name("offsets.json.bak").write_bytes(b"\x00garbage")
-    path.write_bytes(b"not json either")
-    with pytest.raises(StoreError, match="no readable copy"):
-        read_json(path)
-
-
-def test_write_json_atomic_reports_errors(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("a file where a directory should be")
-    with pytest.raises(StoreError, match="cannot write"):
-        write_json_atomic(blocker / "x.json", {"a": 1})
