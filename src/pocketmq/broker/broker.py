@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 import zlib
 from collections.abc import Awaitable, Callable
 
@@ -52,9 +51,9 @@ class Broker:
         self.timer: TimerMessageService
         self.pop: PopService
         self.messaging: MessagingService
-        self.consumers = ConsumerManager(config.channel_expired_timeout)
+        self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
-        self.locks = RebalanceLockManager()
+        self.locks = RebalanceLockManager(clock=clock)
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()
@@ -69,7 +68,7 @@ class Broker:
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
-            self.store = MessageStore(self.config.store)
+            self.store = MessageStore(self.config.store, clock=self.clock)
             await asyncio.to_thread(self.store.open)
         except BaseException:
             sock.close()
@@ -81,6 +80,7 @@ class Broker:
             broker_name=self.config.broker_name,
             auto_create=self.config.auto_create_topic_enable,
             default_queue_nums=self.config.default_topic_queue_nums,
+            clock=self.clock,
         )
         self.topics.on_created = self.register_soon
         self.topics.load()
@@ -88,15 +88,20 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.offsets.load()
         self.subscription_groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
+            config_dir / "subscriptionGroup.json",
+            self.config.auto_create_subscription_group,
+            clock=self.clock,
         )
         self.subscription_groups.load()
-        self.schedule = ScheduleMessageService(self.store, config_dir / "delayOffset.json")
+        self.schedule = ScheduleMessageService(
+            self.store, config_dir / "delayOffset.json", clock=self.clock
+        )
         self.schedule.load()
         self.timer = TimerMessageService(
             self.store,
             config_dir / "timercheck.json",
             self.config.timer_max_delay_sec,
+            clock=self.clock,
         )
         self.timer.load()
         self.messaging = MessagingService(self)
@@ -156,7 +161,7 @@ class Broker:
         self.offsets.persist()
 
     def _scan_consumers(self) -> None:
-        self.consumers.scan_expired(int(time.time() * 1000))
+        self.consumers.scan_expired()
 
     # ------------------------------------------------------------------ NameServer
 

@@ -189,7 +189,7 @@ class MessagingService:
             max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
             # The client already counted this delivery in the message it sends back.
             spent = retries_spent(msg.reconsume_times - 1, max_times)
-            if spent or self.broker.locks.has_live_locks(group, self.broker.clock.now_ms()):
+            if spent or self.broker.locks.has_live_locks(group):
                 self._to_dead_letter(group, msg)
         self.broker.timer.rewrite(msg)
         self.broker.schedule.rewrite(msg)
@@ -351,9 +351,7 @@ class MessagingService:
         self, group: str, client_id: str, queues: list[tuple[str, str, int]]
     ) -> list[tuple[str, str, int]]:
         """Lock what is free, expired or already the client's; returns what it now holds."""
-        return self.broker.locks.try_lock_batch(
-            group, queues, client_id, self.broker.clock.now_ms()
-        )
+        return self.broker.locks.try_lock_batch(group, queues, client_id)
 
     def unlock_queues(self, group: str, client_id: str, queues: list[tuple[str, str, int]]) -> None:
         self.broker.locks.unlock_batch(group, queues, client_id)

@@ -7,12 +7,12 @@ enabled, as RocketMQ's autoCreateTopicEnable does. Topic names and their validat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
@@ -57,11 +57,12 @@ class TopicConfig:
 
 
 class TopicConfigManager:
-    def __init__(self, path: Path, *, cluster: str, broker_name: str,
-                 auto_create: bool, default_queue_nums: int) -> None:  # fmt: skip
+    def __init__(self, path: Path, *, cluster: str, broker_name: str, auto_create: bool,
+                 default_queue_nums: int, clock: Clock = SYSTEM_CLOCK) -> None:  # fmt: skip
         self.path = path
+        self.clock = clock  # stamps the data version
         self.table: dict[str, TopicConfig] = {}
-        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        self.data_version = {"timestamp": self.clock.now_ms(), "counter": 0}
         # Topics created on demand must reach the NameServer before their next use.
         self.on_created: Callable[[], None] = lambda: None
         self._system = [
@@ -100,7 +101,7 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = {
-            "timestamp": int(time.time() * 1000),
+            "timestamp": self.clock.now_ms(),
             "counter": self.data_version["counter"] + 1,
         }
         self.persist()

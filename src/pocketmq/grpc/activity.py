@@ -77,6 +77,7 @@ class Activity:
             broker.pop,
             broker.config.default_invisible_time_mills,
             broker.config.renew_ahead_time_millis,
+            clock=broker.clock,
         )
 
     @property

@@ -13,11 +13,11 @@ import errno
 import logging
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
@@ -90,8 +90,9 @@ class _Encoded(NamedTuple):
 
 
 class CommitLog:
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock  # the records' store timestamps
         self.mfq = MappedFileQueue(
             commitlog_dir(config.root),
             config.mapped_file_size_commit_log,
@@ -217,7 +218,7 @@ class CommitLog:
                 detail = f"cannot create a commitlog segment: {exc.strerror or exc}"
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
-            store_ts = time.time_ns() // 1_000_000
+            store_ts = self.clock.now_ms()
             queue_offset = self.topic_queue_table.get(key, 0) if counts_in_queue else 0
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos

@@ -22,6 +22,7 @@ import struct
 import threading
 from pathlib import Path
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import (
     KEY_SEPARATOR,
     SysFlag,
@@ -238,8 +239,11 @@ class IndexFile:
 class IndexService:
     """The list of index files, newest last; builds entries and answers key queries."""
 
-    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+    def __init__(
+        self, directory: Path, slot_num: int, index_num: int, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.directory = directory
+        self.clock = clock  # names new index files
         self.slot_num = slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
@@ -287,7 +291,7 @@ class IndexService:
                 return self.files[-1]
             previous = self.files[-1] if self.files else None
             size = IndexFile.file_size(self.slot_num, self.index_num)
-            name = index_file_name()
+            name = index_file_name(self.clock.now_ms())
             if previous is not None and name <= previous.name:
                 name = str(int(previous.name) + 1)
             mf = MappedFile.create(self.directory / name, 0, size)

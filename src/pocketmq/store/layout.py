@@ -47,11 +47,10 @@ def is_offset_file_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit()
 
 
-def index_file_name(now_ms: int | None = None) -> str:
-    """yyyyMMddHHmmssSSS of the local time, as UtilAll.timeMillisToHumanString."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    t = time.localtime(ms // 1000)
-    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+def index_file_name(now_ms: int) -> str:
+    """yyyyMMddHHmmssSSS of ``now_ms`` in local time, as UtilAll.timeMillisToHumanString."""
+    t = time.localtime(now_ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{now_ms % 1000:03d}"
 
 
 def commitlog_dir(root: Path) -> Path:

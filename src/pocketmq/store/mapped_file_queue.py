@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 
 from pocketmq.store.layout import is_offset_file_name, offset_file_name
@@ -214,9 +213,9 @@ class MappedFileQueue:
         mf.destroy()
         return mf
 
-    def expired_candidates(self, reserved_ms: int, now_ms: int | None = None) -> list[MappedFile]:
-        """Segments, oldest first, last written more than reserved_ms ago (never the last)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+    def expired_candidates(self, reserved_ms: int, now_ms: int) -> list[MappedFile]:
+        """Segments, oldest first, last written more than reserved_ms before now_ms (never the
+        last)."""
         with self.lock:
             files = self.files[:-1]
         result = []
@@ -225,7 +224,7 @@ class MappedFileQueue:
                 mtime = int(os.stat(mf.path).st_mtime * 1000)
             except FileNotFoundError:
                 continue
-            if mtime + reserved_ms <= now:
+            if mtime + reserved_ms <= now_ms:
                 result.append(mf)
             else:
                 break

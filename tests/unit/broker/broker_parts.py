@@ -33,10 +33,12 @@ def messaging_for(
         store=store,
         topics=topics,
         offsets=offsets,
-        subscription_groups=SubscriptionGroupManager(root / "groups.json", auto_create=True),
-        locks=RebalanceLockManager(),
+        subscription_groups=SubscriptionGroupManager(
+            root / "groups.json", auto_create=True, clock=clock
+        ),
+        locks=RebalanceLockManager(clock=clock),
         pull_hold=PullHold(),
-        schedule=ScheduleMessageService(store, root / "delay.json"),
-        timer=TimerMessageService(store, root / "timer.json", 3 * 86400),
+        schedule=ScheduleMessageService(store, root / "delay.json", clock=clock),
+        timer=TimerMessageService(store, root / "timer.json", 3 * 86400, clock=clock),
     )
     return MessagingService(broker)

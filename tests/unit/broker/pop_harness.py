@@ -40,19 +40,20 @@ class Broker:
         self.open()
 
     def open(self) -> None:
+        clock = self.clock or SYSTEM_CLOCK
         self.store = MessageStore(
-            StoreConfig(store_path_root_dir=self.root, mapped_file_size_commit_log=1 << 20)
+            StoreConfig(store_path_root_dir=self.root, mapped_file_size_commit_log=1 << 20),
+            clock=clock,
         )
         self.store.open()
         self.topics = TopicConfigManager(
             self.root / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
-            default_queue_nums=2,
+            default_queue_nums=2, clock=clock,
         )  # fmt: skip
         self.topics.load()
         self.topics.create_system_if_absent(TOPIC, 2, 6)
         self.offsets = ConsumerOffsetManager(self.root / "offsets.json")
         self.offsets.load()
-        clock = self.clock or SYSTEM_CLOCK
         messaging = messaging_for(self.root, self.store, self.topics, self.offsets, clock)
         self.pop = PopService(
             self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts,

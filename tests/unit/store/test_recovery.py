@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from store_helpers import (
-    FakeClock,
     StoreFactory,
     msg,
     put,
@@ -22,6 +21,7 @@ from store_helpers import (
     segment_paths,
 )
 
+from pocketmq.clock import FakeClock
 from pocketmq.protocol.message import SysFlag, decode_message
 from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
@@ -156,15 +156,15 @@ def test_stale_abort_marker_keeps_the_same_state(
 def test_abnormal_recovery_redispatches_from_the_checkpoint(
     open_small: StoreFactory, store_root: Path, clock: FakeClock
 ) -> None:
-    store = open_small()
+    store = open_small(clock=clock)
     for i in range(40):
-        clock.now_ms += 1000  # records one second apart, so the checkpoint picks a segment
+        clock.advance(1000)  # records one second apart, so the checkpoint picks a segment
         put_ok(store, msg(body=b"x" * 300, keys=f"k{i}"))
     keys = [("T", "k0"), ("T", "k38"), ("T", "k39")]
     before = snapshot(store, [("T", 0)], keys)
     store.close()
     physic_ts, logics_ts = struct.unpack_from(">qq", (store_root / "checkpoint").read_bytes())
-    assert physic_ts == logics_ts == clock.now_ms
+    assert physic_ts == logics_ts == clock.now_ms()
     # The last three consume-queue units never reached the disk before the crash.
     cq_last = sorted((store_root / "consumequeue" / "T" / "0").iterdir())[-1]
     os.truncate(cq_last, 7 * 20)
@@ -371,8 +371,7 @@ def test_retention_deletes_old_segments_queue_files_and_index_files(
 
     segments = [store_root / "commitlog" / n for n in names]
     _age(segments[:3], 2 * 3600)
-    now_ms = int(time.time() * 1000)
-    assert store.run_retention(now_ms=now_ms) == 3
+    assert store.run_retention() == 3
     assert commitlog_names(store_root) == names[3:]
     first = int(names[3])
     assert store.min_phy_offset() == first
@@ -394,7 +393,7 @@ def test_retention_deletes_old_segments_queue_files_and_index_files(
 
     # Everything old: every segment goes but the last one, which is still being written.
     _age([store_root / "commitlog" / n for n in commitlog_names(store_root)], 2 * 3600)
-    store.run_retention(now_ms=now_ms)
+    store.run_retention()
     assert commitlog_names(store_root) == names[-1:]
     assert store.get_max_offset_in_queue("T", 0) == 70
     new = put_ok(store, msg())
@@ -413,17 +412,19 @@ def test_retention_waits_for_the_delete_hour_and_expiry(
 ) -> None:
     now_ms = int(time.time() * 1000)
     other_hour = (time.localtime(now_ms / 1000).tm_hour + 1) % 24
-    store = open_small(file_reserved_time=1, delete_when=f"{other_hour:02d}")
+    store = open_small(
+        clock=FakeClock(now_ms), file_reserved_time=1, delete_when=f"{other_hour:02d}"
+    )
     fill_queue(store, 30)
     store.commitlog.flush()
     names = commitlog_names(store_root)
     _age([store_root / "commitlog" / n for n in names], 2 * 3600)
-    assert store.run_retention(now_ms=now_ms) == 0  # not the hour, disk not short
+    assert store.run_retention() == 0  # not the hour, disk not short
     assert commitlog_names(store_root) == names
 
     store.config = store.config.replace(delete_when=EVERY_HOUR)
     _age([store_root / "commitlog" / n for n in names], 60)  # expired? not yet: kept 1 hour
-    assert store.run_retention(now_ms=now_ms) == 0
+    assert store.run_retention() == 0
 
 
 def test_retention_deletes_forcibly_when_the_disk_is_short(

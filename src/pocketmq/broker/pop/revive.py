@@ -15,7 +15,6 @@ fake clock and calls it instead of sleeping.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -27,10 +26,10 @@ from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageExt
 from pocketmq.protocol.names import dlq_topic, pop_retry_topic
 from pocketmq.store import MessageStore, PutResult
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 if TYPE_CHECKING:
     from pocketmq.broker.messaging import MessagingService
-from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +74,7 @@ class PopReviveService:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
+        self._task = asyncio.create_task(run_when_due(self.revive_due, self._wake))
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
@@ -83,14 +82,6 @@ class PopReviveService:
     def wake(self) -> None:
         """The earliest deadline changed: the loop computes its wait again."""
         self._wake.set()
-
-    async def _loop(self) -> None:
-        while True:
-            self._wake.clear()
-            wait_ms = await self.revive_due()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if wait_ms is None else wait_ms / 1000):
-                    await self._wake.wait()
 
     async def revive_due(self) -> int | None:
         """Revive every message due by the clock; returns ms until the next deadline (None:
