@@ -66,7 +66,6 @@ class FieldKind(enum.Enum):
     PERMISSION = "permission"
     QUEUE_ID = "queue_id"
     OFFSET = "offset"
-    TIMEOUT = "timeout"
     INVISIBLE_TIME = "invisible_time"
     BATCH_SIZE = "batch_size"
     BODY_SIZE = "body_size"
@@ -114,7 +113,6 @@ _JAVA_LONG = _Range(
 )
 _QUEUE_NUMS = _Range(1, MAX_QUEUE_NUMS, FieldKind.QUEUE_NUMS, _INVALID, "a topic's queue count")
 _OFFSET = _Range(0, JAVA_LONG_MAX, FieldKind.OFFSET, _INVALID, "an offset")
-_DURATION = _Range(0, JAVA_LONG_MAX, FieldKind.TIMEOUT, _INVALID, "a time in ms")
 _TIMESTAMP = _Range(0, MAX_TIMESTAMP_MS, FieldKind.TIMESTAMP, _INVALID, "epoch milliseconds")
 
 
@@ -205,13 +203,13 @@ def check_offset(value: int, name: str = "offset", *, allow_none: bool = False) 
 
 
 def check_long_polling_ms(value: int, name: str = "suspendTimeoutMillis") -> int:
-    """How long a request may be held: a non-negative time, capped at MAX_LONG_POLLING_MS
-    (a longer wish is served as the cap, as the proxy does).
+    """How long a request may be held, clamped to 0..MAX_LONG_POLLING_MS as the proxy clamps a
+    ReceiveMessage's long polling timeout: a negative wish is no hold, a longer one the cap.
 
     Raises:
-        FieldError: INVALID_PARAMETER for a negative time or one past a Java long.
+        FieldError: SYSTEM_ERROR for a time past a Java long (RocketMQ cannot decode it).
     """
-    return min(_DURATION.check(value, name), MAX_LONG_POLLING_MS)
+    return max(0, min(_JAVA_LONG.check(value, name), MAX_LONG_POLLING_MS))
 
 
 def check_invisible_ms(value: int, lo: int, hi: int, name: str = "invisibleTime") -> int:
