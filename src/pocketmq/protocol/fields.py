@@ -69,6 +69,7 @@ class FieldKind(enum.Enum):
     INVISIBLE_TIME = "invisible_time"
     BATCH_SIZE = "batch_size"
     BODY_SIZE = "body_size"
+    BODY_EMPTY = "body_empty"
     TIMESTAMP = "timestamp"
     TOPIC = "topic"
     GROUP = "group"
@@ -237,10 +238,16 @@ def check_body_size(size: int, limit: int, *, allow_empty: bool = True) -> int:
     Raises:
         FieldError: MESSAGE_ILLEGAL.
     """
-    if size > limit or (size == 0 and not allow_empty):
-        what = "empty" if size == 0 else f"{size} bytes, over the maximum of {limit}"
+    if size == 0 and not allow_empty:
         raise FieldError(
-            ResponseCode.MESSAGE_ILLEGAL, f"the message body is {what}", FieldKind.BODY_SIZE, "body"
+            ResponseCode.MESSAGE_ILLEGAL, "the message body is empty", FieldKind.BODY_EMPTY, "body"
+        )
+    if size > limit:
+        raise FieldError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"the message body is {size} bytes, over the maximum of {limit}",
+            FieldKind.BODY_SIZE,
+            "body",
         )
     return size
 

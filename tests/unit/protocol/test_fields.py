@@ -121,7 +121,7 @@ REFUSED: list[tuple[Callable[[Any], Any], Any, int, FieldKind, str]] = [
     (lambda v: fields.check_body_size(v, 100), 101, ResponseCode.MESSAGE_ILLEGAL,
      FieldKind.BODY_SIZE, "101 bytes, over the maximum of 100"),
     (lambda v: fields.check_body_size(v, 100, allow_empty=False), 0, ResponseCode.MESSAGE_ILLEGAL,
-     FieldKind.BODY_SIZE, "empty"),
+     FieldKind.BODY_EMPTY, "empty"),
     (fields.check_timestamp_ms, -1, INVALID, FieldKind.TIMESTAMP, "epoch milliseconds"),
     (fields.check_timestamp_ms, MAX_TIMESTAMP_MS + 1, INVALID, FieldKind.TIMESTAMP, "0..2534"),
     (fields.check_timestamp_ms, JAVA_LONG_MAX, INVALID, FieldKind.TIMESTAMP, "epoch"),
