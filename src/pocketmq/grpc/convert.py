@@ -278,9 +278,9 @@ def _check_type(sp: pb.SystemProperties) -> None:
     if kind == pb.TRANSACTION:
         raise GrpcRequestError(pb.NOT_IMPLEMENTED, "transactional messages are not served yet")
     if kind not in ACCEPTED_MESSAGE_TYPES:
-        raise GrpcRequestError(
-            pb.UNSUPPORTED, f"message type {pb.MessageType.Name(kind)} is not supported"
-        )
+        # proto3 enums are open: a number no MessageType names arrives as it is.
+        name = pb.MessageType.Name(kind) if kind in pb.MessageType.values() else kind
+        raise GrpcRequestError(pb.UNSUPPORTED, f"message type {name} is not supported")
     if (kind == pb.FIFO) != has_group or (kind == pb.DELAY) != has_time:
         raise GrpcRequestError(
             pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,

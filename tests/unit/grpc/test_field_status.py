@@ -1,4 +1,5 @@
-"""A request field refused by protocol.fields reaches a gRPC client as the v2 code of its kind."""
+"""gRPC edge conversions of refused requests: a field refused by protocol.fields reaches a client
+as the v2 code of its kind, and an unknown enum number is refused, not an error."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from pocketmq.errors import RequestError
-from pocketmq.grpc.convert import status_of_error
+from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status_of_error, to_message_ext
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol import fields
 
@@ -32,3 +33,15 @@ def test_field_errors_become_their_v2_codes(refuse: Callable[[], object], code: 
     status = status_of_error(info.value)
     assert status.code == code
     assert status.message == info.value.remark
+
+
+def test_an_unknown_message_type_is_unsupported_not_an_error() -> None:
+    msg = pb.Message(
+        topic=pb.Resource(name="T"),
+        body=b"x",
+        system_properties=pb.SystemProperties(message_id="M", message_type=42),
+    )
+    with pytest.raises(GrpcRequestError) as info:
+        to_message_ext(msg, SendLimits(max_body_size=16), ("127.0.0.1", 1))
+    assert info.value.grpc_code == pb.UNSUPPORTED
+    assert "message type 42 is not supported" in info.value.remark
