@@ -124,7 +124,8 @@ class BrokerHarness:
         self.loop = asyncio.new_event_loop()
         store = StoreConfig(
             store_path_root_dir=root, mapped_file_size_commit_log=1 << 20,
-            mapped_file_size_consume_queue=20 * 1024, max_hash_slot_num=64, max_index_num=256,
+            mapped_file_size_consume_queue=20 * 16_384, max_hash_slot_num=1024,
+            max_index_num=8192,
         )  # fmt: skip
         self.broker = Broker(BrokerConfig(listen_port=0, store=store))
         self.loop.run_until_complete(self._start())
