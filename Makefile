@@ -38,6 +38,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/delay_bench.py
 	$(BIN)/python bench/spark_bench.py
+	$(BIN)/python bench/fuzz_edges.py
 
 # Regenerate the gRPC code (apache.rocketmq.v2) from our .proto files; the output is committed.
 PROTO_DIR := src/pocketmq/grpc/protos

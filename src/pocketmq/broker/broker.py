@@ -170,7 +170,10 @@ class Broker:
 
     async def _register_loop(self) -> None:
         while True:
-            await self.register_all()
+            try:
+                await self.register_all()
+            except Exception:  # a task boundary: a dead loop would let the routes expire
+                log.exception("registration with the name servers failed; retrying")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.register_name_server_period / 1000):
                     await self._register_now.wait()
@@ -202,6 +205,8 @@ class Broker:
                     log.warning("name server %s refused registration: %s", addr, resp.remark)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("cannot register with name server %s: %s", addr, exc)
+            except Exception:  # one name server's failure must not skip the others
+                log.exception("cannot register with name server %s", addr)
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:

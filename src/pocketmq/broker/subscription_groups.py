@@ -36,16 +36,30 @@ class SubscriptionGroupConfig:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubscriptionGroupConfig:
-        known = {f.name: f.type for f in fields(cls)}
+        """The config in a JSON object (a request body or subscriptionGroup.json); members
+        it does not know are ignored.
+
+        Raises:
+            TypeError: a member's value is not of its field's type (numbers may be strings).
+            ValueError: a number that does not parse.
+        """
+        kinds = {f.name: type(f.default) for f in fields(cls) if f.name != "group_name"}
+        kinds["group_name"] = str
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             name = camel_to_snake(key)
-            if name in known:
-                kwargs[name] = value
-        cfg = cls(**kwargs)
-        cfg.retry_queue_nums = int(cfg.retry_queue_nums)
-        cfg.retry_max_times = int(cfg.retry_max_times)
-        return cfg
+            kind = kinds.get(name)
+            if kind is None:
+                continue
+            if kind is int and isinstance(value, str | float):
+                try:
+                    value = int(value)
+                except OverflowError as exc:  # float("inf")
+                    raise ValueError(f"{key} must be a number, got {value!r}") from exc
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise TypeError(f"{key} must be {kind.__name__}, got {value!r}")
+            kwargs[name] = value
+        return cls(**kwargs)
 
 
 class SubscriptionGroupManager:

@@ -4,7 +4,8 @@
   (space separated), the client's message id to ``UNIQ_KEY``, a message group to
   ``__SHARDINGKEY`` and a delivery timestamp to ``TIMER_DELIVER_MS`` (which the broker's timer
   service then honours), so 4.x consumers read what 5.x producers sent.
-- Remoting response codes map onto v2 ``Code`` values in one table, as RocketMQ's proxy does.
+- Remoting response codes map onto v2 ``Code`` values in one table, as RocketMQ's proxy does;
+  a field refused by ``protocol.fields`` gets the v2 code of its kind (BAD_REQUEST by default).
 - Topic configs become ``MessageQueue`` lists for QueryRoute.
 """
 
@@ -21,6 +22,7 @@ from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.fields import FieldError, FieldKind
 from pocketmq.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -53,6 +55,16 @@ RESPONSE_CODES: dict[int, pb.Code] = {
     ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+}
+
+# A request field refused by protocol.fields -> the v2 code the proxy's validators answer.
+FIELD_CODES: dict[FieldKind, pb.Code] = {
+    FieldKind.TOPIC: pb.ILLEGAL_TOPIC,
+    FieldKind.GROUP: pb.ILLEGAL_CONSUMER_GROUP,
+    FieldKind.OFFSET: pb.ILLEGAL_OFFSET,
+    FieldKind.INVISIBLE_TIME: pb.ILLEGAL_INVISIBLE_TIME,
+    FieldKind.BODY_SIZE: pb.MESSAGE_BODY_TOO_LARGE,
+    FieldKind.BODY_EMPTY: pb.MESSAGE_BODY_EMPTY,
 }
 
 # A Timestamp's seconds above this cannot be seconds (it is the year 5138): the 5.1.2 Python
@@ -88,6 +100,8 @@ def status_of_error(exc: RequestError) -> pb.Status:
     """The v2 status of a failed request, whichever layer refused it."""
     if isinstance(exc, GrpcRequestError):
         return status(exc.grpc_code, exc.remark)
+    if isinstance(exc, FieldError):
+        return status(FIELD_CODES.get(exc.kind, pb.BAD_REQUEST), exc.remark)
     return status(RESPONSE_CODES.get(exc.code, pb.INTERNAL_SERVER_ERROR), exc.remark)
 
 
@@ -274,9 +288,9 @@ def _check_type(sp: pb.SystemProperties) -> None:
     if kind == pb.TRANSACTION:
         raise GrpcRequestError(pb.NOT_IMPLEMENTED, "transactional messages are not served yet")
     if kind not in ACCEPTED_MESSAGE_TYPES:
-        raise GrpcRequestError(
-            pb.UNSUPPORTED, f"message type {pb.MessageType.Name(kind)} is not supported"
-        )
+        # proto3 enums are open: a number no MessageType names arrives as it is.
+        name = pb.MessageType.Name(kind) if kind in pb.MessageType.values() else kind
+        raise GrpcRequestError(pb.UNSUPPORTED, f"message type {name} is not supported")
     if (kind == pb.FIFO) != has_group or (kind == pb.DELAY) != has_time:
         raise GrpcRequestError(
             pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,

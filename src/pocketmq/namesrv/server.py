@@ -250,7 +250,12 @@ class NameServer:
     async def _scan_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
-            for addr in self.routes.scan_not_active(_now_ms()):
+            try:
+                expired = self.routes.scan_not_active(_now_ms())
+            except Exception:  # a task boundary: dead brokers must keep expiring
+                log.exception("scanning for inactive brokers failed")
+                continue
+            for addr in expired:
                 log.warning(
                     "broker %s expired after %d ms of silence",
                     addr,

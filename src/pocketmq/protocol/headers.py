@@ -32,7 +32,7 @@ def get_int(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
     except ValueError:
         try:
             return int(float(value))
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
             raise RequestError(
                 ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a number: {value!r}"
             ) from None

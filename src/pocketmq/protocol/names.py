@@ -115,6 +115,7 @@ def perm_to_string(perm: int) -> str:
 TOPIC_MAX_LENGTH: Final = 127
 GROUP_MAX_LENGTH: Final = 255
 NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
+# Used with fullmatch: the pattern's "$" alone would accept a name ending in a newline.
 _VALID_NAME = re.compile(NAME_PATTERN)
 
 
@@ -122,7 +123,7 @@ def topic_error(topic: str) -> str | None:
     """Why ``topic`` is not a valid topic name, or None (TopicValidator.validateTopic)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.match(topic):
+    if not _VALID_NAME.fullmatch(topic):
         return (
             f"The specified topic[{topic}] contains illegal characters, "
             f"allowing only {NAME_PATTERN}"
@@ -138,7 +139,7 @@ def group_error(group: str) -> str | None:
     (Validators.checkGroup)."""
     if not group or not group.strip():
         return "the specified group is blank"
-    if not _VALID_NAME.match(group):
+    if not _VALID_NAME.fullmatch(group):
         return (
             f"the specified group[{group}] contains illegal characters, "
             f"allowing only {NAME_PATTERN}"
