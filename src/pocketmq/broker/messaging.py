@@ -293,17 +293,24 @@ class MessagingService:
         return cfg
 
     async def pull(
-        self, query: PullQuery, hold_ms: int, closed: asyncio.Future[None] | None = None
+        self,
+        query: PullQuery,
+        hold_ms: int,
+        closed: asyncio.Future[None] | None = None,
+        commit_offset: int = -1,
     ) -> GetResult:
         """Up to ``max_nums`` messages of a queue from ``offset``. With nothing to read, the
         pull is held until a message arrives, ``hold_ms`` pass (the edges cap it) or the
         request's connection closes (``closed`` is done). The group's pull position is
-        noted.
+        noted, and ``commit_offset`` (when not negative) committed as the group's offset, as a
+        4.x pull carries it.
 
         Raises:
             RequestError: see ``readable_queue``.
         """
         self.readable_queue(query.topic, query.queue_id)
+        if commit_offset >= 0:
+            self.offsets.commit(query.group, query.topic, query.queue_id, commit_offset)
         clock = self.broker.clock
         deadline = clock.monotonic() + hold_ms / 1000
         while True:

@@ -49,10 +49,10 @@ class PullHandlers:
         sys_flag = fields.java_int(cmd, "sysFlag", 0)
         commit = fields.offset(cmd, "commitOffset", -1, allow_none=True)
         hold_ms = self._hold_ms(sys_flag, fields.long_polling_ms(cmd))
-        self.messaging.readable_queue(query.topic, query.queue_id)
-        if sys_flag & PULL_FLAG_COMMIT_OFFSET and self.config.broker_id == 0 and commit >= 0:
-            self.messaging.commit_offset(query.group, query.topic, query.queue_id, commit)
-        result = await self.messaging.pull(query, hold_ms, channel.closed)
+        # Only a master keeps the offsets a pull commits.
+        if not sys_flag & PULL_FLAG_COMMIT_OFFSET or self.config.broker_id != 0:
+            commit = -1
+        result = await self.messaging.pull(query, hold_ms, channel.closed, commit)
         code = pull_code(result.status, query.offset)
         return cmd.response(
             code,
