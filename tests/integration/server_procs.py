@@ -7,9 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+# tests/, for waiting: this module is also imported outside pytest (the Spark query script).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from waiting import wait_until_sync
 
 
 class ServerProcess:
@@ -37,15 +40,19 @@ class ServerProcess:
         self.addr = f"127.0.0.1:{self.port}"
 
     def _wait_ready(self, timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        try:
+            wait_until_sync(
+                lambda: self.ready_file.exists() or self.proc.poll() is not None,
+                timeout_s, "its ready file", interval_s=0.02,
+            )  # fmt: skip
             if self.ready_file.exists():
                 return json.loads(self.ready_file.read_text())
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.proc.kill()
-        raise AssertionError(f"server did not become ready:\n{self.log_path.read_text()}")
+            raise AssertionError(f"it exited with {self.proc.returncode}")
+        except AssertionError as exc:
+            self.proc.kill()
+            raise AssertionError(
+                f"server did not become ready ({exc}):\n{self.log_path.read_text()}"
+            ) from None
 
     def stop(self) -> int:
         """SIGTERM and wait; returns the exit code."""

@@ -17,6 +17,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import decode_message, encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -104,11 +105,12 @@ def test_route_send_and_pull(cluster: Cluster) -> None:
 
             # The auto-created topic reaches the NameServer without waiting 30 s.
             route_t = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
-            async with asyncio.timeout(10):
-                while (
-                    await client.invoke(cluster.namesrv, route_t, 5)
-                ).code != ResponseCode.SUCCESS:
-                    await asyncio.sleep(0.05)
+
+            async def routed() -> bool:
+                resp = await client.invoke(cluster.namesrv, route_t, 5)
+                return resp.code == ResponseCode.SUCCESS
+
+            await wait_until(routed, 10, "the route of T on the NameServer")
 
             resp = await client.invoke(cluster.broker, pull_request("T", 1, 0), 5)
             assert resp.code == ResponseCode.SUCCESS
@@ -145,7 +147,9 @@ def test_long_polling_pull_returns_when_a_message_arrives(cluster: Cluster) -> N
             pull = asyncio.create_task(
                 client.invoke(cluster.broker, pull_request("LP", 0, 1, suspend_ms=15_000), 20)
             )
-            await asyncio.sleep(0.2)  # let the pull park on the broker
+            # Part of the behaviour under test (the pull is held, not answered): no client can
+            # see that it has parked, so give it time to.
+            await asyncio.sleep(0.2)
             assert not pull.done()
             await producer.invoke(cluster.broker, send_request("LP", 0, b"second"), 5)
             async with asyncio.timeout(5):

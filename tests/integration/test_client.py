@@ -5,7 +5,7 @@ lite pull consumer and the blocking facade."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from pocketmq.client import (
     select_by_hash,
 )
 from pocketmq.errors import ClientError
+from waiting import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.integration
 
@@ -86,18 +87,6 @@ class Collector:
                 await self.changed.wait()
 
 
-async def wait_until(cond: Callable[[], bool], timeout_s: float = 20) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not cond():
-            await asyncio.sleep(0.05)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 20) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not await check():
-            await asyncio.sleep(0.1)
-
-
 async def test_every_kind_of_send_is_consumed_once_and_tags_filter(
     server: str, producer: Producer, topic: str
 ) -> None:
@@ -133,7 +122,7 @@ async def test_every_kind_of_send_is_consumed_once_and_tags_filter(
     async with consumer:
         want = sorted(b for b, tag in sent.items() if tag in ("TagA", "TagB"))
         await collector.wait_for(len(want))
-        await asyncio.sleep(0.5)  # nothing more may come
+        await asyncio.sleep(0.5)  # the behaviour under test: nothing more may come
     assert collector.bodies() == want
     assert all(m.tags in ("TagA", "TagB") and m.topic == topic for m in collector.got)
     ordered = [m.body for m in collector.got if m.body.startswith(b"order-")]
@@ -159,7 +148,7 @@ async def test_offsets_survive_a_consumer_restart(
     consumer.subscribe(topic)
     async with consumer:
         await second.wait_for(10)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # the behaviour under test: nothing consumed before comes again
     assert second.bodies() == sorted(b"second-%d" % i for i in range(10))
 
 
@@ -184,7 +173,10 @@ async def test_broadcasting_delivers_everything_to_every_consumer(
         await c.start()
     try:
         await producer.send(message(topic, b"warmup"))  # the topic exists once this returns
-        await wait_until(lambda: all(len(c.held_queues()) == 4 for c in consumers))
+        await wait_until(
+            lambda: all(len(c.held_queues()) == 4 for c in consumers), 20,
+            "each broadcasting consumer to hold all four queues",
+        )  # fmt: skip
         await asyncio.gather(*(producer.send(message(topic, b"b-%d" % i)) for i in range(20)))
         for col in collectors:
             await col.wait_for(20)
@@ -221,15 +213,25 @@ async def test_two_consumers_split_the_queues_and_rebalance_when_one_leaves(
         def topic_queues(c: PushConsumer) -> set[MessageQueue]:
             return {mq for mq in c.held_queues() if mq.topic == topic}
 
-        await wait_until(lambda: len(topic_queues(c0)) == 2 and len(topic_queues(c1)) == 2)
+        await wait_until(
+            lambda: len(topic_queues(c0)) == 2 and len(topic_queues(c1)) == 2, 20,
+            "the two consumers to hold two queues each",
+        )  # fmt: skip
         assert not topic_queues(c0) & topic_queues(c1)
         await asyncio.gather(*(producer.send(message(topic, b"m-%d" % i)) for i in range(40)))
-        await wait_until(lambda: len(got[0].got) + len(got[1].got) >= 41)
+        await wait_until(
+            lambda: len(got[0].got) + len(got[1].got) >= 41, 20, "41 messages consumed"
+        )
         assert got[0].got and got[1].got  # both took part
         await c1.shutdown()
-        await wait_until(lambda: len(topic_queues(c0)) == 4)
+        await wait_until(
+            lambda: len(topic_queues(c0)) == 4, 20, "the remaining consumer to take all queues"
+        )
         await asyncio.gather(*(producer.send(message(topic, b"n-%d" % i)) for i in range(20)))
-        await wait_until(lambda: sum(m.body.startswith(b"n-") for m in got[0].got) >= 20)
+        await wait_until(
+            lambda: sum(m.body.startswith(b"n-") for m in got[0].got) >= 20, 20,
+            "the remaining consumer to consume the 20 later messages",
+        )  # fmt: skip
     finally:
         for c in consumers:
             await c.shutdown()
@@ -257,7 +259,10 @@ async def test_a_failed_message_comes_back_through_the_retry_topic(
     consumer = PushConsumer("CG_RETRY", server, listener=listener, **FAST)
     consumer.subscribe(topic)
     async with consumer:
-        await wait_until(lambda: any(mq.topic == topic for mq in consumer.held_queues()))
+        await wait_until(
+            lambda: any(mq.topic == topic for mq in consumer.held_queues()), 20,
+            "the consumer to hold a queue of the topic",
+        )  # fmt: skip
         sent = await producer.send(message(topic, b"fragile", tags="T", keys="K1"))
         async with asyncio.timeout(20):
             await done.wait()
@@ -331,7 +336,7 @@ def test_blocking_facade(server: str, topic: str) -> None:
     consumer.subscribe(topic)
     consumer.register_listener(listener)
     with consumer:
-        asyncio.run(wait_until(lambda: len(received) >= 9))
+        wait_until_sync(lambda: len(received) >= 9, 20, "nine messages received")
     assert sorted(received) == sorted(b"x-%d" % i for i in range(9))
 
     lite = BlockingLitePullConsumer(

@@ -27,6 +27,7 @@ from pocketmq.client import (
 )
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol.codes import RequestCode
+from waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -92,9 +93,7 @@ async def create_topic(cluster: Cluster, topic: str) -> None:
             route = await admin.fetch_route(topic)
             return route is not None and len(route.write_queues) == 8
 
-        async with asyncio.timeout(20):
-            while not await routed():
-                await asyncio.sleep(0.1)
+        await wait_until(routed, 20, f"the route of {topic} with eight write queues")
     finally:
         await admin.close()
 

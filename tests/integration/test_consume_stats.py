@@ -24,6 +24,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import decode_message, encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +60,20 @@ async def wait_for_max_offset(
     client: RemotingClient, addr: str, topic: str, queue_id: int, want: int
 ) -> None:
     # Sends are acknowledged before the ConsumeQueue is built; pulls only see built queues.
-    deadline = time.monotonic() + 10
     fields = {"topic": topic, "queueId": queue_id}
-    while True:
+
+    async def reached() -> bool:
         resp = await call(client, addr, RequestCode.GET_MAX_OFFSET, fields)
-        if int(resp.ext_fields["offset"]) >= want:
-            return
-        assert time.monotonic() < deadline, f"{topic}/{queue_id} never reached {want}"
-        await asyncio.sleep(0.02)
+        return int(resp.ext_fields["offset"]) >= want
+
+    await wait_until(reached, 10, f"{topic}/{queue_id} to reach max offset {want}")
+
+
+async def next_millisecond() -> None:
+    now_ms = int(time.time() * 1000)
+    await wait_until(
+        lambda: int(time.time() * 1000) > now_ms, 1, "the next millisecond", interval_s=0.001
+    )
 
 
 async def send(client: RemotingClient, addr: str, topic: str, queue_id: int, count: int) -> None:
@@ -78,9 +85,7 @@ async def send(client: RemotingClient, addr: str, topic: str, queue_id: int, cou
                   "reconsumeTimes": 0}  # fmt: skip
         await call(client, addr, RequestCode.SEND_MESSAGE, fields, f"m{i}".encode())
         # Distinct store times, so that an off-by-one in lastTimestamp cannot go unseen.
-        sent_ms = int(time.time() * 1000)
-        while int(time.time() * 1000) == sent_ms:
-            await asyncio.sleep(0.001)
+        await next_millisecond()
     await wait_for_max_offset(client, addr, topic, queue_id, count)
 
 

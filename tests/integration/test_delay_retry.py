@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,11 @@ from pocketmq.client import (
     select_by_hash,
 )
 from pocketmq.errors import BrokerError
+from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingClient
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,12 +46,6 @@ FAST: dict[str, Any] = {
     "broker_suspend_ms": 1000,
     "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
 }
-
-
-async def wait_for(cond: Callable[[], bool], timeout_s: float = 30) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not cond():
-            await asyncio.sleep(0.02)
 
 
 class Server:
@@ -63,7 +62,18 @@ class Server:
             "--broker-port", "0", listen=False,
         )  # fmt: skip
         self.namesrv = f"127.0.0.1:{proc.ready['namesrv']}"
+        self.broker = f"127.0.0.1:{proc.ready['broker']}"
         return proc
+
+    async def max_offset(self, topic: str, queue_id: int) -> int:
+        client = RemotingClient()
+        try:
+            req = RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id}
+            )
+            return int((await client.invoke(self.broker, req, 5)).ext_fields["offset"])
+        finally:
+            await client.close()
 
 
 @pytest.fixture
@@ -96,9 +106,9 @@ async def test_delayed_messages_arrive_after_their_delay_and_never_before(server
                 msg.properties["DELAY"] = str(level)
                 sent_at[body] = (time.time(), min(level, len(LEVELS_MS)))
                 assert (await producer.send(msg)).status is SendStatus.SEND_OK
-            async with asyncio.timeout(20):
-                while not all(b in arrived for b in sent_at):
-                    await asyncio.sleep(0.02)
+            await wait_until(
+                lambda: all(b in arrived for b in sent_at), 20, "every delayed message"
+            )
     for body, (t0, level) in sent_at.items():
         delay_s = arrived[body] - t0
         assert delay_s >= LEVELS_MS[level - 1] / 1000 - 0.005, (body, delay_s)
@@ -125,13 +135,12 @@ async def test_failed_message_is_retried_with_growing_count_then_dead_lettered(
         consumer.subscribe("RetryT")
         async with consumer:
             sent = await producer.send(message("RetryT", b"poison", keys="P1"))
-            try:
-                async with asyncio.timeout(30):
-                    while len(deliveries) < 3:
-                        await asyncio.sleep(0.02)
-            except TimeoutError:
-                raise AssertionError(f"{deliveries} {consumer.held_queues()}") from None
-            await asyncio.sleep(1.5)  # long enough for a 4th delivery, which must not come
+            await wait_until(
+                lambda: len(deliveries) >= 3, 30,
+                lambda: f"three deliveries: {deliveries} {consumer.held_queues()}",
+            )  # fmt: skip
+            # The behaviour under test: long enough for a 4th delivery, which must not come.
+            await asyncio.sleep(1.5)
     assert [count for _, count, _ in deliveries] == [0, 1, 2]
     assert all(topic == "RetryT" for _, _, topic in deliveries)
     # Retry n waits for level 3 + (n - 1): 400 ms, then 500 ms.
@@ -184,7 +193,12 @@ async def test_pending_delayed_timer_and_retry_messages_survive_a_broker_restart
             await producer.send(message("RestartT", b"r"))
             async with asyncio.timeout(20):
                 await failed.wait()
-            await asyncio.sleep(0.3)  # the send-back and some delay progress are saved
+
+            # Stop once the send-back of r is stored: it waits in level 15 with d-0, d-3 ... d-18.
+            async def sent_back() -> bool:
+                return await server.max_offset(SCHEDULE_TOPIC, 15 - 1) >= 8
+
+            await wait_until(sent_back, 20, "the send-back of r in delay level 15")
             if stop == "sigkill":
                 server.proc.proc.kill()
             assert server.proc.stop() in (0, -9)
@@ -199,13 +213,15 @@ async def test_pending_delayed_timer_and_retry_messages_survive_a_broker_restart
     consumer = PushConsumer("CG_RESTART_DELAY", server.namesrv, listener=listener, **FAST)
     consumer.subscribe("RestartT")
     async with consumer:
-        await wait_for(
+        await wait_until(
             lambda: (
                 set(wanted) <= {m.body for m in got}
                 and any(m.body == b"r" and m.reconsume_times == 1 for m in got)
-            )
+            ),
+            30,
+            "every delayed and timer message, and r retried",
         )
-        await asyncio.sleep(1.0)  # and nothing twice
+        await asyncio.sleep(1.0)  # the behaviour under test: and nothing twice
     bodies = [m.body for m in got if m.body in set(wanted)]
     assert sorted(bodies) == sorted(wanted)  # each delayed and timer message exactly once
 
@@ -237,7 +253,7 @@ async def test_timer_messages_arrive_at_their_time(server: Server) -> None:
                 msg.properties[prop] = value
                 await producer.send(msg)
                 due[body] = at
-            await wait_for(lambda: set(due) <= set(arrived))
+            await wait_until(lambda: set(due) <= set(arrived), 30, "every timer message")
             with pytest.raises(BrokerError, match="timerMaxDelaySec"):
                 msg = message("TimerT", b"too-far")
                 msg.properties["TIMER_DELAY_SEC"] = str(4 * 24 * 3600)
@@ -260,7 +276,8 @@ async def test_orderly_consumers_keep_per_key_order_while_a_second_one_joins(
                 key, seq = map(int, m.body.split(b":"))
                 seen[who].append((key, seq))
                 arrivals.append((key, seq))
-            await asyncio.sleep(0.002)  # slow enough that the second consumer joins mid-way
+            # The behaviour under test: slow enough that the second consumer joins mid-way.
+            await asyncio.sleep(0.002)
             return ConsumeOrderlyStatus.SUCCESS
 
         return listener
@@ -285,13 +302,14 @@ async def test_orderly_consumers_keep_per_key_order_while_a_second_one_joins(
         first = consumer(0)
         async with first:
             sender = asyncio.create_task(send_all())
-            await wait_for(lambda: len(seen[0]) > 40)
+            await wait_until(lambda: len(seen[0]) > 40, 30, "the first consumer under way")
             second = consumer(1)
             async with second:
                 await sender
-                await wait_for(
-                    lambda: len({kv for s in seen.values() for kv in s}) > keys * per_key
-                )
+                await wait_until(
+                    lambda: len({kv for s in seen.values() for kv in s}) > keys * per_key, 30,
+                    "every message consumed",
+                )  # fmt: skip
                 assert second.held_queues()  # it took part
     everything = {kv for s in seen.values() for kv in s if kv[0] >= 0}
     assert everything == {(k, s) for k in range(keys) for s in range(per_key)}
@@ -321,7 +339,7 @@ async def test_orderly_failure_retries_in_place_then_dead_letters(server: Server
         )  # fmt: skip
         c.subscribe("OrderFailT")
         async with c:
-            await wait_for(lambda: (b"c", 0) in got)
+            await wait_until(lambda: (b"c", 0) in got, 30, "c, after bad was given up")
     assert got == [(b"a", 0), (b"bad", 0), (b"bad", 1), (b"bad", 2), (b"c", 0)]
     dlq = LitePullConsumer("CG_DLQ_READER2", server.namesrv, **FAST)
     dlq.assign([MessageQueue("%DLQ%CG_ORDERLY_FAIL", "broker-a", 0)])
@@ -352,5 +370,5 @@ async def test_a_listener_that_hangs_past_the_consume_timeout_gets_the_message_a
         )  # 0.6 s
         c.subscribe("TimeoutT")
         async with c:
-            await wait_for(lambda: len(calls) == 2)
+            await wait_until(lambda: len(calls) == 2, 30, "the message once more")
     assert calls == [0, 1]

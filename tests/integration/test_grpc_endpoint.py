@@ -407,7 +407,7 @@ async def test_pull_consumer_rpcs(channel: grpc.aio.Channel) -> None:
             stub, group=group, message_queue=mq, offset=3, long_polling_timeout=Duration(seconds=8)
         )
     )
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # no client can see the pull park: give it time to (see above)
     assert (await send(stub, fifo("C"))).status.code == pb.OK
     status, msgs, next_offset = await waiting
     assert [m.body for m in msgs] == [b"body C"] and next_offset == 4

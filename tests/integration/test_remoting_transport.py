@@ -14,6 +14,7 @@ import uvloop
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -68,12 +69,6 @@ class Harness:
         await self.server.stop()
 
 
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not predicate():
-            await asyncio.sleep(0.005)
-
-
 @contextlib.asynccontextmanager
 async def client_and_harness() -> AsyncIterator[tuple[Harness, RemotingClient]]:
     async with Harness() as h:
@@ -118,7 +113,7 @@ def test_concurrent_requests_are_matched_by_opaque() -> None:
                 )
                 for i in range(10)
             ]
-            await wait_for(lambda: h.held == 10)
+            await wait_until(lambda: h.held == 10, 5, "ten held requests", interval_s=0.005)
             # Answers to later requests overtake the held ones on the same connection.
             echo = await client.invoke(h.addr, RemotingCommand.request(ECHO, {"x": "y"}), 5)
             assert echo.ext_fields == {"x": "y"}
@@ -154,7 +149,7 @@ def test_timeout_and_close_fail_pending_requests() -> None:
             pending = asyncio.create_task(
                 client.invoke(h.addr, RemotingCommand.request(HOLD, {"n": 1}), 10)
             )
-            await wait_for(lambda: h.held == 2)
+            await wait_until(lambda: h.held == 2, 5, "two held requests", interval_s=0.005)
             for channel in list(h.server.channels):
                 channel.close()
             with pytest.raises(ConnectionError):
@@ -173,7 +168,7 @@ def test_oneway_requests_get_no_answer() -> None:
             client = RemotingClient()
             try:
                 await client.invoke_oneway(h.addr, RemotingCommand.request(ECHO + 100, {"k": "v"}))
-                await wait_for(lambda: len(seen) == 1)
+                await wait_until(lambda: len(seen) == 1, 5, "the oneway request", interval_s=0.005)
                 assert seen[0].is_oneway and seen[0].ext_fields == {"k": "v"}
             finally:
                 await client.close()
@@ -236,6 +231,9 @@ def test_hostile_frames_do_not_disturb_other_clients() -> None:
                 writer.close()
                 resp = await client.invoke(h.addr, RemotingCommand.request(ECHO, {"ok": 1}), 5)
                 assert resp.code == ResponseCode.SUCCESS
-            await wait_for(lambda: len(h.server.channels) == 1)
+            await wait_until(
+                lambda: len(h.server.channels) == 1, 5, "the garbage connections closed",
+                interval_s=0.005,
+            )  # fmt: skip
 
     run(main)

@@ -14,14 +14,32 @@ python cpp_client_script.py retry NAMESRV RETRIES      -> sends a level-1 delaye
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from rocketmq.client import Message, Producer, PushConsumer, SendStatus
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from waiting import wait_until_sync
+
 TOPIC = "InteropTopic"
+
+
+def wait_for_count(got: list[Any], lock: threading.Lock, count: int, timeout_s: float) -> None:
+    """Until ``count`` messages arrived, or ``timeout_s`` passed: then the test is shown what
+    did arrive."""
+
+    def enough() -> bool:
+        with lock:
+            return len(got) >= count
+
+    with contextlib.suppress(AssertionError):
+        wait_until_sync(enough, timeout_s, f"{count} messages")
 
 
 def produce(namesrv: str, run_id: str) -> None:
@@ -76,13 +94,8 @@ def orderly(namesrv: str, count: int) -> None:
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe("OrderTopic", on_message, "*")
     consumer.start()
-    deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline:
-            with lock:
-                if len(got) >= count:
-                    break
-            time.sleep(0.05)
+        wait_for_count(got, lock, count, 30)
     finally:
         consumer.shutdown()
     print(json.dumps({"got": got}), flush=True)
@@ -106,14 +119,9 @@ def consume(namesrv: str, expected: int) -> None:
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(TOPIC, on_message, "TagA || TagB")
     consumer.start()
-    deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline:
-            with lock:
-                if len(got) >= expected:
-                    break
-            time.sleep(0.05)
-        # A little longer, to catch anything that should not arrive.
+        wait_for_count(got, lock, expected, 30)
+        # The behaviour under test: a little longer, to catch anything that should not arrive.
         time.sleep(1.0)
     finally:
         consumer.shutdown()
@@ -133,7 +141,7 @@ def orderly_consume(namesrv: str, seconds: float) -> None:
     consumer.subscribe("OrderJoinTopic", on_message, "*")
     consumer.start()
     try:
-        time.sleep(seconds)
+        time.sleep(seconds)  # the test's schedule: it produces while both consumers run
     finally:
         consumer.shutdown()
     print(json.dumps({"got": got}), flush=True)
@@ -169,14 +177,9 @@ def retry(namesrv: str, retries: int) -> None:
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe("RetryInterop", on_message, "*")
     consumer.start()
-    deadline = time.monotonic() + 40
     try:
-        while time.monotonic() < deadline:
-            with lock:
-                if len(got) >= retries + 2:
-                    break
-            time.sleep(0.05)
-        time.sleep(1.5)  # a further delivery would be a bug
+        wait_for_count(got, lock, retries + 2, 40)
+        time.sleep(1.5)  # the behaviour under test: a further delivery would be a bug
     finally:
         consumer.shutdown()
     print(json.dumps({"sent_at": sent_at, "got": got}), flush=True)

@@ -24,6 +24,7 @@ from server_procs import ServerProcess
 
 from pocketmq.client import ConsumeFromWhere, LitePullConsumer, MessageExt, MessageQueue
 from pocketmq.client.instance import ClientInstance
+from waiting import wait_until
 
 SCRIPT = Path(__file__).with_name("grpc_consumer_script.py")
 
@@ -97,9 +98,12 @@ def read_dlq(serve: Serve, group: str, timeout_s: float = 20) -> list[MessageExt
     async def read() -> list[MessageExt]:
         async with asyncio.timeout(timeout_s):
             instance = ClientInstance(serve.namesrv, "dlq-route@interop")
+
+            async def routed() -> bool:
+                return await instance.fetch_route(topic) is not None
+
             try:
-                while await instance.fetch_route(topic) is None:
-                    await asyncio.sleep(0.1)
+                await wait_until(routed, timeout_s, f"a route of {topic}", interval_s=0.1)
             finally:
                 await instance.close()
             reader = LitePullConsumer(
@@ -242,7 +246,8 @@ def receive_until(
         if "error" in reply:
             assert tolerate_errors, reply
             errors.append(reply)
-            time.sleep(0.2)  # the server is restarting: its channel needs a moment
+            # The server is restarting: pause before the next receive (this loop is the wait).
+            time.sleep(0.2)
             continue
         got += [{**m, "sent_at": reply["sent_at"], "at": reply["at"]} for m in reply["messages"]]
     return got

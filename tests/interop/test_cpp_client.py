@@ -169,7 +169,7 @@ def test_orderly_consumers_keep_key_order_while_a_second_one_joins(
                         message("OrderJoinTopic", f"{key}:{seq}"), selector=select_by_hash,
                         arg=key,
                     )  # fmt: skip
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # the test's schedule: traffic spans the second join
 
     asyncio.run(_create_topic(serve))
 
@@ -183,6 +183,8 @@ def test_orderly_consumers_keep_key_order_while_a_second_one_joins(
         )  # fmt: skip
 
     first = start("a", 22)
+    # The interop clients' schedule: the first consumer rebalances and locks its queues (its
+    # state is inside the C++ client, out of sight) before the second one joins.
     time.sleep(3)
     second = start("b", 19)
     asyncio.run(produce())  # about 6 s, while both run

@@ -47,7 +47,7 @@ def main() -> None:
         tmp = out / f".{name}.tmp"
         tmp.write_text(json.dumps(rows))
         tmp.rename(out / name)
-        time.sleep(1.0)
+        time.sleep(1.0)  # a slow sink: the test's kill lands between a batch and its commit
 
     query = (
         spark.readStream.format("pocketmq")

@@ -10,26 +10,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from spark_helpers import Serve
 
 from pocketmq.client import BlockingProducer, message
+from waiting import wait_until_sync
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 SCRIPT = Path(__file__).with_name("stream_query_script.py")
 TOTAL = 400
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Query:
@@ -72,7 +64,7 @@ def test_stream_killed_and_restarted_loses_and_repeats_nothing(
                 if stop.is_set():
                     return
                 sent.append(producer.send(message("SparkStream", f"live-{i}")).msg_id)
-                time.sleep(0.02)
+                time.sleep(0.02)  # the behaviour under test: live traffic, spread out
 
     # The topic exists before the query starts; the rest arrives while it runs.
     with BlockingProducer("spark-stream-producer", serve.nameserver) as producer:
@@ -81,13 +73,13 @@ def test_stream_killed_and_restarted_loses_and_repeats_nothing(
     query = Query(serve, tmp_path, out)
     try:
         sender.start()
-        wait_until(lambda: len(batches(out)) >= 3, 120, "three micro-batches")
+        wait_until_sync(lambda: len(batches(out)) >= 3, 120, "three micro-batches")
         # Kill right after a batch reached the sink, before Spark commits it.
         seen = len(batches(out))
-        wait_until(lambda: len(batches(out)) > seen, 60, "the next micro-batch")
+        wait_until_sync(lambda: len(batches(out)) > seen, 60, "the next micro-batch")
         query.kill()
         killed_at = len(batches(out))
-        time.sleep(1)  # traffic goes on while the query is down
+        time.sleep(1)  # the behaviour under test: traffic goes on while the query is down
         query = Query(serve, tmp_path, out)
         sender.join(60)
         assert len(sent) == TOTAL + 1
@@ -95,7 +87,7 @@ def test_stream_killed_and_restarted_loses_and_repeats_nothing(
         def all_seen() -> bool:
             return {r[3] for rows in batches(out).values() for r in rows} >= set(sent)
 
-        wait_until(all_seen, 120, "every message in the sink")
+        wait_until_sync(all_seen, 120, "every message in the sink")
     finally:
         stop.set()
         query.kill()

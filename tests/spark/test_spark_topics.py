@@ -12,6 +12,7 @@ import pytest
 from spark_helpers import Serve
 
 from pocketmq.client import BlockingProducer, SendResult, message
+from waiting import wait_until_sync
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -99,11 +100,19 @@ def test_batch_read_exact_offset_ranges(spark: Any, serve: Serve, sent: list[Sen
     assert df.rdd.getNumPartitions() == sum((n + 1) // 2 for n in per_queue.values())
 
 
+def later_millisecond() -> int:
+    """Wait for the wall clock (the broker's too) to pass the current millisecond."""
+    now_ms = int(time.time() * 1000)
+    wait_until_sync(
+        lambda: int(time.time() * 1000) > now_ms, 1, "the next millisecond", interval_s=0.001
+    )
+    return int(time.time() * 1000)
+
+
 def test_batch_read_from_a_timestamp(spark: Any, serve: Serve) -> None:
     produce(serve.nameserver, "SparkTime", 10, prefix="before")
-    time.sleep(0.05)
-    cut = int(time.time() * 1000)
-    time.sleep(0.05)
+    cut = later_millisecond()  # after every "before" was stored
+    later_millisecond()  # and every "after" is stored later than the cut
     produce(serve.nameserver, "SparkTime", 10, prefix="after")
     bodies = {
         r.body.decode()
@@ -159,16 +168,16 @@ def test_write_then_read_back(spark: Any, serve: Serve) -> None:
     )
     sent_at = time.time()
     delayed.write.format("pocketmq").option("nameserver", serve.nameserver).mode("append").save()
-    deadline = time.monotonic() + 20
     arrived: list[Any] = []
-    while time.monotonic() < deadline:
+
+    def all_arrived() -> bool:
         try:
-            arrived = read(spark, serve.nameserver, "SparkDelayed").collect()
+            arrived[:] = read(spark, serve.nameserver, "SparkDelayed").collect()
         except Exception as exc:  # the topic exists once the first delayed message is due
             assert "does not exist" in str(exc)
-        if len(arrived) == 3:
-            break
-        time.sleep(0.5)
+        return len(arrived) == 3
+
+    wait_until_sync(all_arrived, 20, "the three delayed messages", interval_s=0.5)
     assert sorted(r.body for r in arrived) == [b"late-0", b"late-1", b"late-2"]
     assert min(r.store_timestamp.timestamp() for r in arrived) >= sent_at + 0.9
 

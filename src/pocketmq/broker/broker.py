@@ -12,21 +12,22 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 import zlib
 from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
+from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
-from pocketmq.broker.processors import BrokerProcessors
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -39,8 +40,9 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.offsets: ConsumerOffsetManager
@@ -48,10 +50,10 @@ class Broker:
         self.schedule: ScheduleMessageService
         self.timer: TimerMessageService
         self.pop: PopService
-        self.processors: BrokerProcessors
-        self.consumers = ConsumerManager(config.channel_expired_timeout)
+        self.messaging: MessagingService
+        self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
-        self.locks = RebalanceLockManager()
+        self.locks = RebalanceLockManager(clock=clock)
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()
@@ -66,7 +68,7 @@ class Broker:
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
-            self.store = MessageStore(self.config.store)
+            self.store = MessageStore(self.config.store, clock=self.clock)
             await asyncio.to_thread(self.store.open)
         except BaseException:
             sock.close()
@@ -78,6 +80,7 @@ class Broker:
             broker_name=self.config.broker_name,
             auto_create=self.config.auto_create_topic_enable,
             default_queue_nums=self.config.default_topic_queue_nums,
+            clock=self.clock,
         )
         self.topics.on_created = self.register_soon
         self.topics.load()
@@ -85,17 +88,23 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.offsets.load()
         self.subscription_groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
+            config_dir / "subscriptionGroup.json",
+            self.config.auto_create_subscription_group,
+            clock=self.clock,
         )
         self.subscription_groups.load()
-        self.schedule = ScheduleMessageService(self.store, config_dir / "delayOffset.json")
+        self.schedule = ScheduleMessageService(
+            self.store, config_dir / "delayOffset.json", clock=self.clock
+        )
         self.schedule.load()
         self.timer = TimerMessageService(
             self.store,
             config_dir / "timercheck.json",
             self.config.timer_max_delay_sec,
+            clock=self.clock,
         )
         self.timer.load()
+        self.messaging = MessagingService(self)
         self.pop = PopService(
             self.store,
             self.offsets,
@@ -103,11 +112,12 @@ class Broker:
             self.config.broker_cluster_name,
             self.config.broker_name,
             self.max_delivery_attempts,
+            self.messaging,
+            clock=self.clock,
         )
         self.pop.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.processors = BrokerProcessors(self)
-        self.processors.register(self.dispatcher)
+        register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self.consumers.on_channel_closed
@@ -151,7 +161,7 @@ class Broker:
         self.offsets.persist()
 
     def _scan_consumers(self) -> None:
-        self.consumers.scan_expired(int(time.time() * 1000))
+        self.consumers.scan_expired()
 
     # ------------------------------------------------------------------ NameServer
 

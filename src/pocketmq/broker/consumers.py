@@ -2,16 +2,17 @@
 
 A client joins a group with HEART_BEAT and leaves with UNREGISTER_CLIENT, by closing its
 connection, or by staying silent for ``expire_ms``. Whenever the members of a group change,
-every member gets NOTIFY_CONSUMER_IDS_CHANGED so that it rebalances at once.
+every member gets NOTIFY_CONSUMER_IDS_CHANGED so that it rebalances at once. Heartbeat times
+and expiry are read from the injected clock; the broker calls ``scan_expired`` periodically.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
@@ -40,8 +41,9 @@ class ConsumerGroupInfo:
 
 
 class ConsumerManager:
-    def __init__(self, expire_ms: int) -> None:
+    def __init__(self, expire_ms: int, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.expire_ms = expire_ms
+        self.clock = clock
         self.groups: dict[str, ConsumerGroupInfo] = {}
 
     def register(self, channel: RemotingChannel, client_id: str, data: dict[str, Any]) -> None:
@@ -55,7 +57,7 @@ class ConsumerManager:
         subs = data.get("subscriptionDataSet") or []
         info.subscriptions = {str(s.get("topic")): s for s in subs if isinstance(s, dict)}
         before = info.client_ids()
-        info.channels[channel] = ClientInfo(client_id, int(time.time() * 1000))
+        info.channels[channel] = ClientInfo(client_id, self.clock.now_ms())
         if info.client_ids() != before:
             log.info("consumer %s joined group %s", client_id, group)
             self._notify(info)
@@ -70,7 +72,9 @@ class ConsumerManager:
             if info.channels.pop(channel, None) is not None:
                 self._after_leave(info)
 
-    def scan_expired(self, now_ms: int) -> None:
+    def scan_expired(self) -> None:
+        """Drop (and close) every channel silent for longer than ``expire_ms``."""
+        now_ms = self.clock.now_ms()
         for info in list(self.groups.values()):
             stale = [
                 ch for ch, c in info.channels.items() if c.last_update_ms + self.expire_ms < now_ms

@@ -2,12 +2,14 @@
 
 A client of a group holds a message queue while it renews the lock (clients do so every
 20 s); a lock not renewed for ``expire_ms`` (60 s) may be taken by another client of the group.
+Expiry is read from the injected clock. No I/O here.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 
 MessageQueueKey = tuple[str, str, int]  # topic, broker name, queue id
 
@@ -19,14 +21,16 @@ class _Lock:
 
 
 class RebalanceLockManager:
-    def __init__(self, expire_ms: int = 60_000) -> None:
+    def __init__(self, expire_ms: int = 60_000, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.expire_ms = expire_ms
+        self.clock = clock
         self._table: dict[str, dict[MessageQueueKey, _Lock]] = {}
 
     def try_lock_batch(
-        self, group: str, queues: list[MessageQueueKey], client_id: str, now_ms: int
+        self, group: str, queues: list[MessageQueueKey], client_id: str
     ) -> list[MessageQueueKey]:
         """Lock what is free, expired or already ours; returns the queues now held."""
+        now_ms = self.clock.now_ms()
         locks = self._table.setdefault(group, {})
         held = []
         for mq in queues:
@@ -47,9 +51,9 @@ class RebalanceLockManager:
             if lock is not None and lock.client_id == client_id:
                 del locks[mq]
 
-    def has_live_locks(self, group: str, now_ms: int | None = None) -> bool:
+    def has_live_locks(self, group: str) -> bool:
         """Whether some client of the group holds an unexpired lock: an ordered group."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.clock.now_ms()
         return any(
             lock.last_update_ms + self.expire_ms >= now
             for lock in self._table.get(group, {}).values()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketmq.store.config_file import read_json, write_json_atomic
+from pocketmq.jsonfile import read_json, write_json_atomic
 
 
 class ConsumerOffsetManager:

@@ -14,18 +14,35 @@ class PullHold:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
-        """Wait until a message at offset or later arrives; False on timeout."""
+    async def wait(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        timeout_s: float,
+        released_by: asyncio.Future[None] | None = None,
+    ) -> bool:
+        """Wait until a message at offset or later arrives (True), ``timeout_s`` pass or
+        ``released_by`` (the request's connection closing) is done (False)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         key = (topic, queue_id)
         entry = (offset, fut)
+
+        def release(_: object) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        if released_by is not None:
+            released_by.add_done_callback(release)
         self._waiters.setdefault(key, []).append(entry)
         try:
             await asyncio.wait_for(fut, timeout_s)
-            return True
+            return released_by is None or not released_by.done()
         except TimeoutError:
             return False
         finally:
+            if released_by is not None:
+                released_by.remove_done_callback(release)
             waiters = self._waiters.get(key)
             if waiters is not None:
                 if entry in waiters:

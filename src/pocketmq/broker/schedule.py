@@ -6,6 +6,8 @@ place of the tag hash. Each level's queue is in delivery order (same delay, incr
 time), so one task per level only ever looks at the head: it sleeps until the head is due, or
 until a new message arrives in an empty level, and re-puts due messages into their real topic
 with DELAY cleared. Nothing polls, so lateness is the event loop's, not a 100 ms tick's.
+Due times are read from the injected clock; ``deliver_due`` is the one step that re-puts, so a
+test drives a level by advancing a fake clock and calling it.
 
 Progress per level goes to ``delayOffset.json`` when the broker calls ``persist`` (every
 ``flush_delay_offset_interval``) and on stop. After a crash the level restarts at the saved
@@ -17,21 +19,22 @@ deliveries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
-import time
 from pathlib import Path
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError
-from pocketmq.protocol.message import SCHEDULE_TOPIC, MessageConst, MessageExt, SysFlag
+from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
-from pocketmq.store.config_file import read_json, write_json_atomic
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
 # A put that fails (disk full, store closing) is retried after this, from the same message.
-RETRY_AFTER_FAILURE_S = 10.0
+RETRY_AFTER_FAILURE_MS = 10_000
 
 
 def delay_level(msg: MessageExt) -> int:
@@ -41,16 +44,14 @@ def delay_level(msg: MessageExt) -> int:
         return 0
 
 
-def already_delivered(store: MessageStore, parked: MessageExt) -> bool:
+def already_delivered(store: MessageStore, parked: MessageExt, now_ms: int) -> bool:
     """Whether a parked (delayed or timer) message was re-put already: its UNIQ_KEY is in its
-    real topic, stored after the parked copy."""
+    real topic, stored after the parked copy (and by ``now_ms``)."""
     uniq = parked.uniq_key
     real_topic = parked.properties.get(MessageConst.REAL_TOPIC)
     if not uniq or not real_topic:
         return False
-    found = store.query_message(
-        real_topic, uniq, 1, parked.store_timestamp, int(time.time() * 1000) + 1
-    )
+    found = store.query_message(real_topic, uniq, 1, parked.store_timestamp, now_ms + 1)
     return bool(found.messages)
 
 
@@ -68,9 +69,10 @@ def time_up(parked: MessageExt) -> MessageExt:
 
 
 class ScheduleMessageService:
-    def __init__(self, store: MessageStore, path: Path) -> None:
+    def __init__(self, store: MessageStore, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.path = path
+        self.clock = clock
         self.levels_ms = store.config.delay_levels_ms
         self.offsets: dict[int, int] = {}
         self._wake = {level: asyncio.Event() for level in self.levels}
@@ -134,7 +136,10 @@ class ScheduleMessageService:
     async def start(self) -> None:
         for level in self.levels:
             await self._skip_delivered(level)
-        self._tasks = [asyncio.create_task(self._deliver_loop(level)) for level in self.levels]
+        self._tasks = [
+            asyncio.create_task(run_when_due(functools.partial(self.deliver_due, level), wake))
+            for level, wake in self._wake.items()
+        ]
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
@@ -157,7 +162,7 @@ class ScheduleMessageService:
             return
         for qo, phy, _size, _tags in cq.iter_units(self._start_offset(level)):
             msg = self.store.look_message_by_offset(phy)
-            if msg is None or not already_delivered(self.store, msg):
+            if msg is None or not already_delivered(self.store, msg, self.clock.now_ms()):
                 return
             self._advance(level, qo + 1)
 
@@ -166,26 +171,17 @@ class ScheduleMessageService:
         # damaged unit): deliver at once rather than hold the whole level.
         return now_ms if tags_code > now_ms + self.levels_ms[level - 1] else tags_code
 
-    async def _deliver_loop(self, level: int) -> None:
-        wake = self._wake[level]
-        while True:
-            wake.clear()
-            wait_s = await self._deliver_due(level)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):
-                    await wake.wait()
-
-    async def _deliver_due(self, level: int) -> float | None:
-        """Re-put every due message of the level; returns how long until the next one is due
-        (None: the level is empty, wait for an arrival)."""
+    async def deliver_due(self, level: int) -> int | None:
+        """Re-put every due message of the level; returns ms until the next one is due (None:
+        the level is empty, wait for an arrival)."""
         cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
         if cq is None:
             return None
         for qo, phy, _size, tags_code in cq.iter_units(self._start_offset(level)):
-            now = int(time.time() * 1000)
+            now = self.clock.now_ms()
             due = self._deliver_time(level, tags_code, now)
             if due > now:
-                return (due - now) / 1000
+                return due - now
             msg = self.store.look_message_by_offset(phy)
             if msg is None:
                 log.error("delay level %d: no message at commitlog offset %d, skipped", level, phy)
@@ -194,8 +190,8 @@ class ScheduleMessageService:
                 if not result.ok:
                     log.error(
                         "delay level %d: re-put of %s failed (%s), retrying in %.0f s",
-                        level, msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_S,
+                        level, msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_MS / 1000,
                     )  # fmt: skip
-                    return RETRY_AFTER_FAILURE_S
+                    return RETRY_AFTER_FAILURE_MS
             self._advance(level, qo + 1)
         return None

@@ -8,13 +8,13 @@ makes it a FIFO group for 5.x clients (the settings reply and the POP service ob
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
-from pocketmq.store.config_file import read_json, write_json_atomic
+from pocketmq.jsonfile import read_json, write_json_atomic
 
 
 @dataclass(slots=True)
@@ -63,11 +63,12 @@ class SubscriptionGroupConfig:
 
 
 class SubscriptionGroupManager:
-    def __init__(self, path: Path, auto_create: bool) -> None:
+    def __init__(self, path: Path, auto_create: bool, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
+        self.clock = clock  # stamps the data version
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {}
-        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        self.data_version = {"timestamp": self.clock.now_ms(), "counter": 0}
 
     def load(self) -> None:
         data = read_json(self.path)
@@ -87,7 +88,7 @@ class SubscriptionGroupManager:
 
     def _changed(self) -> None:
         self.data_version = {
-            "timestamp": int(time.time() * 1000),
+            "timestamp": self.clock.now_ms(),
             "counter": self.data_version["counter"] + 1,
         }
         self.persist()

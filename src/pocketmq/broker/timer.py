@@ -12,33 +12,33 @@ delivered. ``timercheck.json`` saves it with the lowest offset still pending; a 
 the timer queue from there, re-buckets what is past the watermark and, as after a crash, skips
 timers whose message already reached the real topic (found by UNIQ_KEY), so none is lost or
 delivered twice. The bucket due now is loaded from the consume queue, sorted, and each message
-re-put at its exact time.
+re-put at its exact time. Time is read from the injected clock; ``deliver_due`` is the one step
+that re-puts, so a test drives the wheel by advancing a fake clock and calling it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import heapq
 import logging
-import time
 from array import array
 from pathlib import Path
 
-from pocketmq.broker.schedule import already_delivered, time_up
+from pocketmq.broker.schedule import RETRY_AFTER_FAILURE_MS, already_delivered, time_up
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError, RequestError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import TIMER_TOPIC, MessageConst, MessageExt
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
-from pocketmq.store.config_file import read_json, write_json_atomic
 from pocketmq.store.consume_queue import ConsumeQueue
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
 BUCKET_MS = 1000
-RETRY_AFTER_FAILURE_S = 10.0
 _TIMER_INPUTS = (
     MessageConst.TIMER_DELIVER_MS,
     MessageConst.TIMER_DELAY_SEC,
@@ -71,9 +71,12 @@ def deliver_time_ms(msg: MessageExt, now_ms: int) -> int | None:
 
 
 class TimerMessageService:
-    def __init__(self, store: MessageStore, path: Path, max_delay_s: int) -> None:
+    def __init__(
+        self, store: MessageStore, path: Path, max_delay_s: int, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.path = path
+        self.clock = clock
         self.max_delay_ms = max_delay_s * 1000
         self.buckets: dict[int, array[int]] = {}
         self._heap: list[int] = []  # bucket keys, each pushed once when created
@@ -84,6 +87,7 @@ class TimerMessageService:
         self._current: list[tuple[int, int]] | None = None  # the bucket being delivered
         self._current_key = -1
         self._wake = asyncio.Event()
+        self._resumed = False  # arrivals are bucketed once resume() has caught up
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ send side
@@ -97,7 +101,7 @@ class TimerMessageService:
         """
         if not any(name in msg.properties for name in _TIMER_INPUTS):
             return  # the common case, on every send: no clock read
-        now = int(time.time() * 1000)
+        now = self.clock.now_ms()
         due = deliver_time_ms(msg, now)
         if due is None:
             return
@@ -119,7 +123,7 @@ class TimerMessageService:
         msg.queue_id = 0
 
     def on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
-        if topic == TIMER_TOPIC and self._tasks:
+        if topic == TIMER_TOPIC and self._resumed:
             self._enqueue_new()
 
     # ------------------------------------------------------------------ the wheel
@@ -182,22 +186,29 @@ class TimerMessageService:
     # ------------------------------------------------------------------ delivery
 
     async def start(self) -> None:
+        self.resume()
+        self._tasks = [asyncio.create_task(run_when_due(self.deliver_due, self._wake))]
+
+    def resume(self) -> None:
+        """Bucket the timers pending since the checkpoint, skip those delivered after it, and
+        bucket every later arrival."""
         cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
         if cq is not None and self._enqueued_to < cq.min_offset_in_queue():
             self._enqueued_to = cq.min_offset_in_queue()
         self._enqueue_new()
         self._skip_delivered()
-        self._tasks = [asyncio.create_task(self._deliver_loop())]
+        self._resumed = True
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
         self._tasks = []
+        self._resumed = False
         self.persist()
 
     def _skip_delivered(self) -> None:
         """After a crash: timers due already whose message is in its real topic were delivered
         after the last checkpoint; move the watermark past them."""
-        now = int(time.time() * 1000)
+        now = self.clock.now_ms()
         cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
         while cq is not None and self._heap and self._heap[0] * BUCKET_MS <= now:
             key = self._heap[0]
@@ -205,7 +216,7 @@ class TimerMessageService:
             for due, off in entries:
                 unit = cq.unit(off)
                 msg = self.store.look_message_by_offset(unit[0]) if unit else None
-                if msg is None or due > now or not already_delivered(self.store, msg):
+                if msg is None or due > now or not already_delivered(self.store, msg, now):
                     return
                 self.watermark = (due, off)
                 self.buckets[key].remove(off)
@@ -218,55 +229,45 @@ class TimerMessageService:
         unit = cq.unit(off)
         return unit[2] if unit else 0
 
-    async def _sleep_until(self, when_ms: float | None) -> None:
-        self._wake.clear()
-        timeout = None if when_ms is None else max(0.0, when_ms / 1000 - time.time())
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._wake.wait()
-
-    async def _deliver_loop(self) -> None:
-        while True:
-            if not self._heap:
-                await self._sleep_until(None)
-                continue
-            key = self._heap[0]
-            if key * BUCKET_MS > time.time() * 1000:
-                await self._sleep_until(key * BUCKET_MS)
-                continue
-            heapq.heappop(self._heap)
-            await self._deliver_bucket(key, self.buckets.pop(key))
-
-    async def _deliver_bucket(self, key: int, offsets: array[int]) -> None:
+    async def deliver_due(self) -> int | None:
+        """Re-put every timer due by now, in (delivery time, offset) order; returns ms until the
+        next one is due (None: nothing pending)."""
         cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
         if cq is None:
-            return
-        self._current_key = key
-        self._current = current = sorted((self._due(cq, off), off) for off in offsets)
-        try:
-            while current:
-                due, off = current[0]
-                if due > time.time() * 1000:
-                    await self._sleep_until(due)
-                    continue
-                unit = cq.unit(off)
-                msg = self.store.look_message_by_offset(unit[0]) if unit else None
-                if msg is None:
-                    log.error("timer queue offset %d: no message, skipped", off)
-                else:
-                    result = await self.store.put_message(time_up(msg))
-                    if not result.ok:
-                        log.error(
-                            "timer re-put of %s failed (%s), retrying in %.0f s",
-                            msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_S,
-                        )  # fmt: skip
-                        await asyncio.sleep(RETRY_AFTER_FAILURE_S)
-                        continue
-                current.pop(0)
-                self.pending -= 1
-                self.watermark = (due, off)
-        finally:
-            self._current = None
-            for due, off in current:  # cancelled mid-bucket (stop): keep what is left
-                self._add(off, due)
-                self.pending -= 1
+            return None
+        while True:
+            current = self._current
+            if not current:
+                # The bucket is done: the next one, once its second has begun.
+                self._current = None
+                if not self._heap:
+                    return None
+                key = self._heap[0]
+                now = self.clock.now_ms()
+                if key * BUCKET_MS > now:
+                    return key * BUCKET_MS - now
+                heapq.heappop(self._heap)
+                offsets = self.buckets.pop(key)
+                self._current_key = key
+                self._current = sorted((self._due(cq, off), off) for off in offsets)
+                continue
+            due, off = current[0]
+            now = self.clock.now_ms()
+            if due > now:
+                return due - now
+            unit = cq.unit(off)
+            msg = self.store.look_message_by_offset(unit[0]) if unit else None
+            if msg is None:
+                log.error("timer queue offset %d: no message, skipped", off)
+            else:
+                result = await self.store.put_message(time_up(msg))
+                if not result.ok:
+                    log.error(
+                        "timer re-put of %s failed (%s), retrying in %.0f s",
+                        msg.msg_id, result.status.name, RETRY_AFTER_FAILURE_MS / 1000,
+                    )  # fmt: skip
+                    return RETRY_AFTER_FAILURE_MS
+            # Not pop(0): a late arrival due earlier may have been inserted during the put.
+            current.remove((due, off))
+            self.pending -= 1
+            self.watermark = (due, off)

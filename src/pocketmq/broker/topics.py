@@ -1,42 +1,25 @@
 """Topic configs (TopicConfigManager), persisted in {store}/config/topics.json.
 
-Topic names follow TopicValidator: at most 127 characters (255 for retry and DLQ topics) from
-``[%|a-zA-Z0-9_-]``. A send to an unknown topic creates it from the ``TBW102`` template when
-auto-creation is enabled, as RocketMQ's autoCreateTopicEnable does.
+A send to an unknown topic creates it from the ``TBW102`` template when auto-creation is
+enabled, as RocketMQ's autoCreateTopicEnable does. Topic names and their validation live in
+``pocketmq.protocol.names``.
 """
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pocketmq.namesrv.route_table import PERM_INHERIT, PERM_READ, PERM_WRITE
-from pocketmq.protocol.message import SCHEDULE_TOPIC
-from pocketmq.store.config_file import read_json, write_json_atomic
-
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def topic_error(topic: str) -> str | None:
-    """Why topic is not a valid name, or None."""
-    if not topic:
-        return "The specified topic is blank."
-    if not _VALID.match(topic):
-        return (
-            f"The specified topic[{topic}] contains illegal characters, "
-            "allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    limit = 255 if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) else 127
-    if len(topic) > limit:
-        return f"The specified topic is longer than topic max length {limit}."
-    return None
+from pocketmq.clock import SYSTEM_CLOCK, Clock
+from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    PERM_INHERIT,
+    PERM_READ_WRITE,
+    SCHEDULE_TOPIC,
+)
 
 
 @dataclass(slots=True)
@@ -44,7 +27,7 @@ class TopicConfig:
     topic_name: str
     read_queue_nums: int = 4
     write_queue_nums: int = 4
-    perm: int = PERM_READ | PERM_WRITE
+    perm: int = PERM_READ_WRITE
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
@@ -66,7 +49,7 @@ class TopicConfig:
             topic_name=str(data["topicName"]),
             read_queue_nums=int(data.get("readQueueNums", 4)),
             write_queue_nums=int(data.get("writeQueueNums", 4)),
-            perm=int(data.get("perm", PERM_READ | PERM_WRITE)),
+            perm=int(data.get("perm", PERM_READ_WRITE)),
             topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(data.get("topicSysFlag", 0)),
             order=bool(data.get("order", False)),
@@ -74,22 +57,23 @@ class TopicConfig:
 
 
 class TopicConfigManager:
-    def __init__(self, path: Path, *, cluster: str, broker_name: str,
-                 auto_create: bool, default_queue_nums: int) -> None:  # fmt: skip
+    def __init__(self, path: Path, *, cluster: str, broker_name: str, auto_create: bool,
+                 default_queue_nums: int, clock: Clock = SYSTEM_CLOCK) -> None:  # fmt: skip
         self.path = path
+        self.clock = clock  # stamps the data version
         self.table: dict[str, TopicConfig] = {}
-        self.data_version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        self.data_version = {"timestamp": self.clock.now_ms(), "counter": 0}
         # Topics created on demand must reach the NameServer before their next use.
         self.on_created: Callable[[], None] = lambda: None
         self._system = [
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
-            TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
-            TopicConfig(broker_name, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
+            TopicConfig(cluster, 16, 16, PERM_READ_WRITE | PERM_INHERIT),
+            TopicConfig(broker_name, 1, 1, PERM_READ_WRITE | PERM_INHERIT),
         ]
         if auto_create:
             self._system.append(
                 TopicConfig(AUTO_CREATE_TOPIC_KEY, default_queue_nums, default_queue_nums,
-                            PERM_READ | PERM_WRITE | PERM_INHERIT)
+                            PERM_READ_WRITE | PERM_INHERIT)
             )  # fmt: skip
 
     def load(self) -> None:
@@ -117,7 +101,7 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = {
-            "timestamp": int(time.time() * 1000),
+            "timestamp": self.clock.now_ms(),
             "counter": self.data_version["counter"] + 1,
         }
         self.persist()

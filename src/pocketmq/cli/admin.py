@@ -21,6 +21,7 @@ from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageExt, decode_message, encode_properties
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 
@@ -152,7 +153,7 @@ def cluster_list(namesrv: str) -> None:
 @click.option(
     "-p",
     "--perm",
-    default=6,
+    default=PERM_READ_WRITE,
     show_default=True,
     type=click.IntRange(0, 7),
     help="2 write, 4 read, 6 both.",
@@ -180,7 +181,7 @@ def update_topic(
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
                 {
                     "topic": topic,
-                    "defaultTopic": "TBW102",
+                    "defaultTopic": AUTO_CREATE_TOPIC_KEY,
                     "readQueueNums": read_queues,
                     "writeQueueNums": write_queues,
                     "perm": perm,
@@ -227,7 +228,7 @@ def send_message(namesrv: str, topic: str, body: str, tags: str | None, keys: st
             10,
         )
         if resp.code != ResponseCode.SUCCESS:
-            route = await _route(c, namesrv, "TBW102")
+            route = await _route(c, namesrv, AUTO_CREATE_TOPIC_KEY)
         else:
             route = json_body.loads(resp.body)
         addr = route["brokerDatas"][0]["brokerAddrs"]["0"]
@@ -240,7 +241,7 @@ def send_message(namesrv: str, topic: str, body: str, tags: str | None, keys: st
             {
                 "producerGroup": "PMQ_ADMIN",
                 "topic": topic,
-                "defaultTopic": "TBW102",
+                "defaultTopic": AUTO_CREATE_TOPIC_KEY,
                 "defaultTopicQueueNums": 4,
                 "queueId": -1,
                 "sysFlag": 0,

@@ -10,42 +10,53 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.cli.options import (
+    config_option,
+    grpc_port_option,
+    listen_option,
+    parse_listen,
+    ready_file_option,
+    store_option,
+)
 from pocketmq.conf import read_properties
 from pocketmq.errors import PocketMQError, StoreError
-from pocketmq.grpc.server import DEFAULT_GRPC_PORT, GrpcService
+from pocketmq.grpc.server import GrpcService
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
+    """Start a NameServer; the bound port comes back with it.
+
+    Raises:
+        click.ClickException: the address cannot be bound.
+    """
+    server = NameServer(config)
+    try:
+        return server, await server.start()
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
+        ) from exc
 
 
-def config_option(help_text: str) -> Callable[[F], F]:
-    """``-c/--config FILE``: a properties file with RocketMQ's names."""
-    return click.option(
-        "-c",
-        "--config",
-        "conf",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help=help_text,
-    )
+async def start_broker(config: BrokerConfig) -> tuple[Broker, int]:
+    """Start a broker (its store is opened and recovered first); the bound port comes back.
 
-
-def grpc_port_option(fn: F) -> F:
-    """``--grpc-port``: the broker's gRPC endpoint for 5.x clients."""
-    return click.option(
-        "--grpc-port",
-        type=int,
-        default=DEFAULT_GRPC_PORT,
-        show_default=True,
-        help="gRPC endpoint for 5.x clients (apache.rocketmq.v2); 0 picks a free port.",
-    )(fn)
+    Raises:
+        click.ClickException: the address cannot be bound or the store cannot be opened.
+    """
+    server = Broker(config)
+    try:
+        return server, await server.start()
+    except (OSError, StoreError) as exc:
+        raise click.ClickException(f"cannot start the broker: {exc}") from exc
 
 
 async def start_grpc(broker: Broker, host: str, port: int) -> tuple[GrpcService, int]:
@@ -59,13 +70,6 @@ async def start_grpc(broker: Broker, host: str, port: int) -> tuple[GrpcService,
         return service, await service.start()
     except OSError as exc:
         raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise click.BadParameter(f"{value!r} is not host:port (for example 127.0.0.1:9876)")
-    return host, int(port)
 
 
 def write_ready_file(path: Path, content: str) -> None:
@@ -86,12 +90,8 @@ def stop_on_signals() -> asyncio.Event:
 
 @click.command("namesrv")
 @config_option("namesrv.conf (listenPort, kvConfigPath, ...).")
-@click.option("--listen", default=None, help="host:port to listen on (port 0 picks a free one).")
-@click.option(
-    "--ready-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the bound port here once listening.",
-)
+@listen_option
+@ready_file_option("Write the bound port here once listening.")
 def namesrv(conf: Path | None, listen: str | None, ready_file: Path | None) -> None:
     """Run a NameServer (default 127.0.0.1:9876)."""
     from pocketmq.cli.main import run_async
@@ -106,13 +106,7 @@ def namesrv(conf: Path | None, listen: str | None, ready_file: Path | None) -> N
 
     async def serve() -> None:
         stop = stop_on_signals()
-        server = NameServer(config)
-        try:
-            port = await server.start()
-        except OSError as exc:
-            raise click.ClickException(
-                f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
-            ) from exc
+        server, port = await start_namesrv(config)
         click.echo(f"pocketmq name server listening on {config.listen_host}:{port}")
         if ready_file is not None:
             write_ready_file(ready_file, str(port))
@@ -145,20 +139,11 @@ def _broker_config(
 
 @click.command("broker")
 @config_option("broker.conf with RocketMQ's property names.")
-@click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Store directory (storePathRootDir).",
-)
-@click.option("--listen", default=None, help="host:port to listen on (port 0 picks a free one).")
+@store_option("Store directory (storePathRootDir).")
+@listen_option
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
 @grpc_port_option
-@click.option(
-    "--ready-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help='Write {"broker": port, "grpc": port} here once serving.',
-)
+@ready_file_option('Write {"broker": port, "grpc": port} here once serving.')
 def broker(
     conf: Path | None,
     store_dir: Path | None,
@@ -174,11 +159,7 @@ def broker(
 
     async def serve() -> None:
         stop = stop_on_signals()
-        server = Broker(config)
-        try:
-            port = await server.start()
-        except (OSError, StoreError) as exc:
-            raise click.ClickException(f"cannot start the broker: {exc}") from exc
+        server, port = await start_broker(config)
         try:
             grpc_server, g_port = await start_grpc(server, config.listen_host, grpc_port)
         except click.ClickException:
@@ -201,23 +182,12 @@ def broker(
 
 @click.command("serve")
 @config_option("broker.conf with RocketMQ's property names.")
-@click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("data/store"),
-    show_default=True,
-    help="Store directory.",
-)
+@store_option("Store directory.", default=Path("data/store"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--namesrv-port", type=int, default=9876, show_default=True)
 @click.option("--broker-port", type=int, default=10911, show_default=True)
 @grpc_port_option
-@click.option(
-    "--ready-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help='Write {"namesrv": port, "broker": port, "grpc": port} here once serving.',
-)
+@ready_file_option('Write {"namesrv": port, "broker": port, "grpc": port} here once serving.')
 def serve(
     conf: Path | None,
     store_dir: Path,
@@ -232,23 +202,16 @@ def serve(
 
     async def main() -> None:
         stop = stop_on_signals()
-        namesrv_server = NameServer(
+        namesrv_server, ns_port = await start_namesrv(
             NamesrvConfig(listen_host=host, listen_port=namesrv_port,
                           kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
         )  # fmt: skip
-        try:
-            ns_port = await namesrv_server.start()
-        except OSError as exc:
-            raise click.ClickException(
-                f"cannot listen on {host}:{namesrv_port}: {exc.strerror}"
-            ) from exc
         config = _broker_config(conf, store_dir, f"{host}:{broker_port}", f"{host}:{ns_port}")
-        broker_server = Broker(config)
         try:
-            b_port = await broker_server.start()
-        except (OSError, StoreError) as exc:
+            broker_server, b_port = await start_broker(config)
+        except click.ClickException:
             await namesrv_server.stop()
-            raise click.ClickException(f"cannot start the broker: {exc}") from exc
+            raise
         try:
             grpc_server, g_port = await start_grpc(broker_server, host, grpc_port)
         except click.ClickException:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 import orjson
 
-from pocketmq.cli.servers import config_option
+from pocketmq.cli.options import F, config_option
 from pocketmq.errors import PocketMQError
 from pocketmq.store.bench import print_progress_line, result_json, run_bench
 from pocketmq.store.config import FlushDiskType, StoreConfig
@@ -19,6 +20,20 @@ from pocketmq.store.inspect import Report, inspect_store
 @click.group()
 def store() -> None:
     """Work with a store directory (commitlog, consume queues, index)."""
+
+
+def _json_and_config_options(what: str, conf_help: str) -> Callable[[F], F]:
+    """The two options every ``store`` command ends with: ``--json`` (print the WHAT as one
+    JSON object) and ``-c/--config`` (a broker.conf with the store's settings)."""
+    print_json = click.option(
+        "--json", "as_json", is_flag=True, help=f"Print the {what} as one JSON object."
+    )
+
+    def decorate(fn: F) -> F:
+        # click lists the options applied last first: --json before --config.
+        return print_json(config_option(conf_help)(fn))
+
+    return decorate
 
 
 def _load_config(root: Path, conf: Path | None) -> StoreConfig:
@@ -70,8 +85,7 @@ def _print_report(report: Report, verify: bool) -> None:
     is_flag=True,
     help="Check every CRC, queue unit and index entry; exit 1 on any problem.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@config_option("broker.conf with the store's sizes (index slots and entries).")
+@_json_and_config_options("report", "broker.conf with the store's sizes (index slots and entries).")
 def inspect_cmd(directory: Path, verify: bool, as_json: bool, conf: Path | None) -> None:
     """Decode the store in DIRECTORY without changing it and summarize it per topic/queue."""
     report = inspect_store(directory, verify=verify, config=_load_config(directory, conf))
@@ -110,8 +124,7 @@ def inspect_cmd(directory: Path, verify: bool, as_json: bool, conf: Path | None)
     is_flag=True,
     help='Print {"acked": N} at least every 100 ms: messages 0..N-1 are all acknowledged.',
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-@config_option("broker.conf with store settings (sizes, intervals).")
+@_json_and_config_options("result", "broker.conf with store settings (sizes, intervals).")
 def bench_cmd(
     directory: Path,
     count: int,

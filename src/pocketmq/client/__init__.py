@@ -4,18 +4,13 @@ async with Producer("pg", "127.0.0.1:9876") as producer:
     result = await producer.send(message("TopicTest", b"hello", tags="TagA"))
 """
 
+from pocketmq.client.allocate import allocate_averagely, allocate_by_circle
 from pocketmq.client.blocking import (
     BlockingLitePullConsumer,
     BlockingProducer,
     BlockingPushConsumer,
 )
-from pocketmq.client.consumer import (
-    ConsumeContext,
-    ConsumeFromWhere,
-    ConsumeResult,
-    MessageModel,
-    PushConsumer,
-)
+from pocketmq.client.consumer_config import ConsumeFromWhere, MessageModel
 from pocketmq.client.lite_pull import LitePullConsumer
 from pocketmq.client.orderly import ConsumeOrderlyStatus
 from pocketmq.client.producer import (
@@ -26,7 +21,8 @@ from pocketmq.client.producer import (
     message,
     select_by_hash,
 )
-from pocketmq.client.route import MessageQueue, allocate_averagely, allocate_by_circle
+from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
+from pocketmq.client.route import MessageQueue
 from pocketmq.protocol.message import MessageExt
 
 __all__ = [

@@ -11,15 +11,26 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
-from pocketmq.client.consumer import ConsumeContext, ConsumeResult, PushConsumer
 from pocketmq.client.lite_pull import LitePullConsumer
 from pocketmq.client.producer import Message, MessageQueueSelector, Producer, SendResult
+from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
+from pocketmq.client.rebalance import RebalancingConsumer
 from pocketmq.client.route import MessageQueue
 from pocketmq.protocol.message import MessageExt
 
 T = TypeVar("T")
+
+
+class _AsyncClient(Protocol):
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+C = TypeVar("C", bound=_AsyncClient)
+K = TypeVar("K", bound=RebalancingConsumer)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -55,26 +66,37 @@ async def _build(factory: Callable[[], T]) -> T:
     return factory()
 
 
-class BlockingProducer:
-    def __init__(self, group: str, namesrv_addr: str | list[str], **options: Any) -> None:
-        self._loop = _LoopThread(f"producer-{group}")
-        self.producer = self._loop.run(_build(lambda: Producer(group, namesrv_addr, **options)))
+class _Blocking(Generic[C]):
+    """An asyncio client built and run on its own loop thread; shutdown stops the thread."""
+
+    def __init__(self, thread_name: str, factory: Callable[[], C]) -> None:
+        self._loop = _LoopThread(thread_name)
+        self._client = self._loop.run(_build(factory))
 
     def start(self) -> None:
-        self._loop.run(self.producer.start())
+        self._loop.run(self._client.start())
 
     def shutdown(self) -> None:
         try:
-            self._loop.run(self.producer.shutdown())
+            self._loop.run(self._client.shutdown())
         finally:
             self._loop.stop()
 
-    def __enter__(self) -> BlockingProducer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class BlockingProducer(_Blocking[Producer]):
+    def __init__(self, group: str, namesrv_addr: str | list[str], **options: Any) -> None:
+        super().__init__(f"producer-{group}", lambda: Producer(group, namesrv_addr, **options))
+
+    @property
+    def producer(self) -> Producer:
+        return self._client
 
     def send(
         self,
@@ -116,56 +138,38 @@ class BlockingProducer:
         return self._loop.run(self.producer.send_batch(messages))
 
 
-class BlockingPushConsumer:
-    """The listener is a plain function, called on consume threads."""
-
-    def __init__(self, group: str, namesrv_addr: str | list[str], **options: Any) -> None:
-        self._loop = _LoopThread(f"consumer-{group}")
-        self.consumer = self._loop.run(_build(lambda: PushConsumer(group, namesrv_addr, **options)))
+class _BlockingConsumer(_Blocking[K]):
+    @property
+    def consumer(self) -> K:
+        return self._client
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self.consumer.subscribe(topic, expression)
+
+
+class BlockingPushConsumer(_BlockingConsumer[PushConsumer]):
+    """The listener is a plain function, called on consume threads."""
+
+    def __init__(self, group: str, namesrv_addr: str | list[str], **options: Any) -> None:
+        super().__init__(f"consumer-{group}", lambda: PushConsumer(group, namesrv_addr, **options))
 
     def register_listener(
         self, listener: Callable[[list[MessageExt], ConsumeContext], ConsumeResult | None]
     ) -> None:
         self.consumer.register_listener(listener)
 
-    def start(self) -> None:
-        self._loop.run(self.consumer.start())
 
-    def shutdown(self) -> None:
-        try:
-            self._loop.run(self.consumer.shutdown())
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> BlockingPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-
-class BlockingLitePullConsumer:
+class BlockingLitePullConsumer(_BlockingConsumer[LitePullConsumer]):
     def __init__(self, group: str, namesrv_addr: str | list[str], **options: Any) -> None:
-        self._loop = _LoopThread(f"lite-pull-{group}")
-        self.consumer = self._loop.run(
-            _build(lambda: LitePullConsumer(group, namesrv_addr, **options))
+        super().__init__(
+            f"lite-pull-{group}", lambda: LitePullConsumer(group, namesrv_addr, **options)
         )
-
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self.consumer.subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         self.consumer.assign(queues)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._loop.run(self.consumer.fetch_message_queues(topic))
-
-    def start(self) -> None:
-        self._loop.run(self.consumer.start())
 
     def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         return self._loop.run(self.consumer.poll(timeout_s))
@@ -178,16 +182,3 @@ class BlockingLitePullConsumer:
 
     def committed(self, mq: MessageQueue) -> int:
         return self._loop.run(self.consumer.committed(mq))
-
-    def shutdown(self) -> None:
-        try:
-            self._loop.run(self.consumer.shutdown())
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> BlockingLitePullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

@@ -5,48 +5,52 @@ over the topic's queues and a retry only skips the broker that just failed. With
 records its broker's latency: a slow answer or a failure makes the broker "not available" for a
 time looked up in two tables (a failure counts as 30 s of latency: ten minutes out), and
 selection prefers available brokers.
+
+"Not available" windows are read on an injected clock (the client instance's), so a test moves
+through them with a FakeClock. No I/O here.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pocketmq.client.route import MessageQueue
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY_MS = 30000
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
-
-
 @dataclass(slots=True)
 class FaultItem:
     name: str
     current_latency_ms: float
-    start_ms: float  # available again from this (monotonic) time
+    start_ms: float  # available again from this time (the clock's monotonic reading, in ms)
 
-    def is_available(self) -> bool:
-        return _now_ms() >= self.start_ms
+    def is_available(self, now_ms: float) -> bool:
+        return now_ms >= self.start_ms
 
 
 class LatencyFaultTolerance:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.items: dict[str, FaultItem] = {}
         self._which = itertools.count()
 
+    def _now_ms(self) -> float:
+        # Monotonic: the windows are only compared here, and must not move with the wall clock.
+        return self.clock.monotonic() * 1000
+
     def update(self, name: str, latency_ms: float, not_available_ms: float) -> None:
-        self.items[name] = FaultItem(name, latency_ms, _now_ms() + not_available_ms)
+        self.items[name] = FaultItem(name, latency_ms, self._now_ms() + not_available_ms)
 
     def is_available(self, name: str) -> bool:
         item = self.items.get(name)
-        return item is None or item.is_available()
+        return item is None or item.is_available(self._now_ms())
 
     def remove(self, name: str) -> None:
         self.items.pop(name, None)
@@ -56,9 +60,10 @@ class LatencyFaultTolerance:
         then soonest back), taken in turn so that they share the load."""
         if not self.items:
             return None
+        now = self._now_ms()
         ranked = sorted(
             self.items.values(),
-            key=lambda i: (not i.is_available(), i.current_latency_ms, i.start_ms),
+            key=lambda i: (not i.is_available(now), i.current_latency_ms, i.start_ms),
         )
         half = max(1, len(ranked) // 2)
         return ranked[next(self._which) % half].name
@@ -72,13 +77,14 @@ class QueueSelector:
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_DURATION_MS,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if len(latency_max_ms) != len(not_available_duration_ms):
             raise ValueError("latency_max_ms and not_available_duration_ms differ in length")
         self.enabled = send_latency_fault_enable
         self.latency_max_ms = tuple(latency_max_ms)
         self.not_available_duration_ms = tuple(not_available_duration_ms)
-        self.fault = LatencyFaultTolerance()
+        self.fault = LatencyFaultTolerance(clock)
         # Random start, as RocketMQ's ThreadLocalIndex, so producers do not all begin at queue 0.
         self._index = itertools.count(random.randrange(1 << 16))
 

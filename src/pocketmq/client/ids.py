@@ -2,7 +2,8 @@
 
 A message id is 16 bytes as 32 hex digits: client IPv4 (4) | pid (2) | a per-process random
 value (4) | milliseconds since the start of the current month (4) | a counter (2). Tools read the
-time back from it, and it is unique across clients without coordination.
+time back from it, and it is unique across clients without coordination. The time comes from
+an injected clock (the system's for the process-wide generator), so tests pin it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import socket
 import struct
 import threading
 import time
+
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 
 
 def local_ip() -> str:
@@ -32,7 +35,8 @@ def local_ip() -> str:
 
 
 def default_instance_name() -> str:
-    # RocketMQ 4.9: pid#nanoTime, so two clients in one process get distinct ids.
+    # RocketMQ 4.9: pid#nanoTime, so two clients in one process get distinct ids; a reading of
+    # the process's own monotonic clock, for uniqueness, not time (a fake clock would repeat).
     return f"{os.getpid()}#{time.monotonic_ns()}"
 
 
@@ -41,7 +45,8 @@ def client_id(instance_name: str, ip: str | None = None) -> str:
 
 
 class UniqueIdGenerator:
-    def __init__(self, ip: str | None = None) -> None:
+    def __init__(self, ip: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         try:
             ip_bytes = socket.inet_aton(ip or local_ip())
         except OSError:
@@ -60,7 +65,7 @@ class UniqueIdGenerator:
         self._next_month_ms = int(nxt.timestamp() * 1000)
 
     def next_id(self) -> str:
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.now_ms()
         with self._lock:
             if now_ms >= self._next_month_ms:
                 self._roll_month(now_ms)

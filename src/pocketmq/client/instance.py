@@ -5,6 +5,10 @@ It owns the connections, the NameServer list and the topic routes, refreshes rou
 (30 s) with the groups of its producers and consumers, and answers the requests brokers send to
 clients. Requests that reach a broker go through ``invoke``, which turns error codes into
 BrokerError and connection failures into ConnectionError/TimeoutError.
+
+Its ``clock`` is the client's one clock: its members read it for everything they stamp, schedule
+or expire (queue lock liveness, broker fault windows, consume timestamps), so that a test hands
+a FakeClock to the instance and drives the time of every member through it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from pocketmq.client import ids
 from pocketmq.client.route import MASTER_ID, TopicRoute
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -57,9 +63,11 @@ class ClientInstance:
         poll_name_server_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
         rpc_timeout_s: float = 3.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addr)
         self.client_id = client_id
+        self.clock = clock
         self.poll_name_server_interval_s = poll_name_server_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
         self.rpc_timeout_s = rpc_timeout_s
@@ -230,3 +238,9 @@ class ClientInstance:
                 await self.invoke(addr, RequestCode.UNREGISTER_CLIENT, fields)
 
         await asyncio.gather(*(one(a) for a in sorted(addrs)))
+
+
+def new_client_instance(namesrv_addr: str | list[str], instance_name: str | None) -> ClientInstance:
+    """The instance a producer or consumer makes for itself when none is given to share."""
+    name = instance_name or ids.default_instance_name()
+    return ClientInstance(namesrv_addr, ids.client_id(name))

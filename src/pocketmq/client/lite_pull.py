@@ -11,22 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from pathlib import Path
+from typing import Unpack
 
-from pocketmq.client.consumer import (
-    ConsumeFromWhere,
-    MessageModel,
-    ProcessQueue,
-    _RebalancingConsumer,
-)
+from pocketmq.client.consumer_config import ConsumerConfig, ConsumerOptions
 from pocketmq.client.instance import ClientInstance
+from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull import Subscription
-from pocketmq.client.route import AllocateStrategy, MessageQueue, allocate_averagely
+from pocketmq.client.rebalance import RebalancingConsumer
+from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError
 from pocketmq.protocol.message import MessageExt
 
+# DefaultLitePullConsumer's pullBatchSize (the push consumer's is 32).
+LITE_PULL_BATCH_SIZE = 10
 
-class LitePullConsumer(_RebalancingConsumer):
+
+class LitePullConsumer(RebalancingConsumer):
     consume_type = "CONSUME_ACTIVELY"
     consumes_retry_topic = False
 
@@ -35,33 +35,17 @@ class LitePullConsumer(_RebalancingConsumer):
         group: str,
         namesrv_addr: str | list[str] = "127.0.0.1:9876",
         *,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp_ms: int | None = None,
-        allocate: AllocateStrategy = allocate_averagely,
         auto_commit: bool = True,
-        pull_batch_size: int = 10,
-        pull_threshold_for_queue: int = 1000,
-        pull_threshold_size_for_queue_mib: int = 100,
-        rebalance_interval_s: float = 20.0,
-        persist_interval_s: float = 5.0,
-        broker_suspend_ms: int = 15000,
-        pull_delay_on_exception_s: float = 3.0,
-        instance_name: str | None = None,
-        local_offset_dir: Path | None = None,
         instance: ClientInstance | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
-        super().__init__(
-            group, namesrv_addr, message_model=message_model,
-            consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
-            allocate=allocate, pull_batch_size=pull_batch_size,
-            pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
-            rebalance_interval_s=rebalance_interval_s, persist_interval_s=persist_interval_s,
-            broker_suspend_ms=broker_suspend_ms,
-            pull_delay_on_exception_s=pull_delay_on_exception_s, instance_name=instance_name,
-            local_offset_dir=local_offset_dir, instance=instance,
-        )  # fmt: skip
+        """The settings of ConsumerConfig come as keyword arguments too.
+
+        Raises:
+            ClientError: a blank group.
+        """
+        options.setdefault("pull_batch_size", LITE_PULL_BATCH_SIZE)
+        super().__init__(group, namesrv_addr, ConsumerConfig(**options), instance)
         self.auto_commit = auto_commit
         self._assigned: set[MessageQueue] | None = None
         self._buffer: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()
@@ -84,13 +68,6 @@ class LitePullConsumer(_RebalancingConsumer):
         if self.auto_commit:
             self._commit_polled()
         await self._close_base()
-
-    async def __aenter__(self) -> LitePullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Pull exactly these queues: no rebalance, the group's other members are ignored."""

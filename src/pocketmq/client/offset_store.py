@@ -17,8 +17,8 @@ from typing import Protocol
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import BrokerError, ClientError, PocketMQError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,9 @@ is put back and consumed again after ``suspend_current_queue_time_ms`` without c
 order holds; a message failed more than ``max_reconsume_times`` goes to the group's dead
 letter queue instead. A released queue is unlocked once its last batch is done and its offset
 persisted, so the next owner starts where this one stopped.
+
+Lock liveness is read on the client instance's clock. The push consumer owns an OrderlyService
+and is seen here only through ``OrderlyHost``, so imports point one way: consumer -> orderly.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ import asyncio
 import contextlib
 import enum
 import logging
-import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
+from pocketmq.client.consumer_config import MessageModel, PushConsumerConfig
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.offset_store import OffsetStore
+from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.route import MessageQueue
+from pocketmq.clock import Clock
 from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
-
-if TYPE_CHECKING:
-    from pocketmq.client.consumer import ProcessQueue, PushConsumer
+from pocketmq.protocol.message import MessageExt
 
 log = logging.getLogger(__name__)
 
@@ -48,36 +53,71 @@ def is_success(status: object) -> bool:
     )
 
 
-def lock_valid(pq: ProcessQueue) -> bool:
-    return pq.locked and time.monotonic() * 1000 - pq.last_lock_ms <= LOCK_MAX_LIVE_MS
+def lock_time_ms(clock: Clock) -> float:
+    """The time a lock taken now is stamped with: monotonic, as only this client compares it."""
+    return clock.monotonic() * 1000
+
+
+def lock_valid(pq: ProcessQueue, clock: Clock) -> bool:
+    """Held, and renewed within LOCK_MAX_LIVE_MS (ProcessQueue.isLockExpired)."""
+    return pq.locked and lock_time_ms(clock) - pq.last_lock_ms <= LOCK_MAX_LIVE_MS
+
+
+class OrderlyHost(Protocol):
+    """What orderly consumption needs of its push consumer."""
+
+    group: str
+    config: PushConsumerConfig
+    instance: ClientInstance
+    offset_store: OffsetStore
+    process_queues: dict[MessageQueue, ProcessQueue]
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def track(self, task: asyncio.Task[None]) -> None: ...
+
+    async def run_listener(self, pq: ProcessQueue, batch: list[MessageExt]) -> Any: ...
+
+    async def send_to_retry_topic(self, m: MessageExt, reconsume_times: int) -> bool: ...
 
 
 class OrderlyService:
-    def __init__(self, consumer: PushConsumer, suspend_ms: int) -> None:
+    def __init__(self, consumer: OrderlyHost) -> None:
         self.consumer = consumer
-        self.suspend_s = suspend_ms / 1000
+        self.clock = consumer.instance.clock
+        self.suspend_s = consumer.config.suspend_current_queue_time_ms / 1000
 
     @property
     def clustering(self) -> bool:
-        return self.consumer.message_model.value == "CLUSTERING"
+        return self.consumer.config.message_model is MessageModel.CLUSTERING
+
+    def _mq_set_body(self, mqs: Sequence[MessageQueue]) -> bytes:
+        """LockBatchRequestBody / UnlockBatchRequestBody."""
+        c = self.consumer
+        return json_body.dumps(
+            {
+                "consumerGroup": c.group,
+                "clientId": c.client_id,
+                "mqSet": [mq.to_json() for mq in mqs],
+            }
+        )
 
     # ------------------------------------------------------------------ broker locks
 
     async def _lock_request(
         self, broker_name: str, mqs: Sequence[MessageQueue]
     ) -> set[MessageQueue]:
-        c = self.consumer
-        addr = c.instance.master_addr(broker_name)
+        instance = self.consumer.instance
+        addr = instance.master_addr(broker_name)
         if addr is None:
             return set()
-        body = {
-            "consumerGroup": c.group,
-            "clientId": c.client_id,
-            "mqSet": [mq.to_json() for mq in mqs],
-        }
         try:
-            resp = await c.instance.invoke(
-                addr, RequestCode.LOCK_BATCH_MQ, {}, json_body.dumps(body)
+            resp = await instance.invoke(
+                addr, RequestCode.LOCK_BATCH_MQ, {}, self._mq_set_body(mqs)
             )
             data: Any = json_body.loads(resp.body)
             return {MessageQueue.from_json(q) for q in data.get("lockOKMQSet") or []}
@@ -87,46 +127,34 @@ class OrderlyService:
             log.warning("bad lock answer from %s: %s", broker_name, exc)
         return set()
 
+    def _mark(self, mqs: Sequence[MessageQueue], locked: set[MessageQueue]) -> None:
+        """Record a lock answer on the queues still held: locked ones are renewed from now."""
+        now = lock_time_ms(self.clock)
+        for mq in mqs:
+            pq = self.consumer.process_queues.get(mq)
+            if pq is not None:
+                pq.locked = mq in locked
+                if pq.locked:
+                    pq.last_lock_ms = now
+
     async def lock(self, mq: MessageQueue) -> bool:
-        locked = mq in await self._lock_request(mq.broker_name, [mq])
-        pq = self.consumer.process_queues.get(mq)
-        if pq is not None:
-            pq.locked = locked
-            if locked:
-                pq.last_lock_ms = time.monotonic() * 1000
-        return locked
+        locked = await self._lock_request(mq.broker_name, [mq])
+        self._mark([mq], locked)
+        return mq in locked
 
     async def lock_all(self) -> None:
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in self.consumer.process_queues:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, mqs in by_broker.items():
-            locked = await self._lock_request(broker, mqs)
-            now = time.monotonic() * 1000
-            for mq in mqs:
-                pq = self.consumer.process_queues.get(mq)
-                if pq is not None:
-                    pq.locked = mq in locked
-                    if pq.locked:
-                        pq.last_lock_ms = now
+        for broker, mqs in _by_broker(self.consumer.process_queues).items():
+            self._mark(mqs, await self._lock_request(broker, mqs))
 
     async def unlock(self, mqs: Sequence[MessageQueue]) -> None:
-        c = self.consumer
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, queues in by_broker.items():
-            addr = c.instance.master_addr(broker)
+        instance = self.consumer.instance
+        for broker, queues in _by_broker(mqs).items():
+            addr = instance.master_addr(broker)
             if addr is None:
                 continue
-            body = {
-                "consumerGroup": c.group,
-                "clientId": c.client_id,
-                "mqSet": [mq.to_json() for mq in queues],
-            }
             with contextlib.suppress(BrokerError, ConnectionError, TimeoutError):
-                await c.instance.invoke(
-                    addr, RequestCode.UNLOCK_BATCH_MQ, {}, json_body.dumps(body)
+                await instance.invoke(
+                    addr, RequestCode.UNLOCK_BATCH_MQ, {}, self._mq_set_body(queues)
                 )
 
     async def lock_loop(self) -> None:
@@ -149,8 +177,8 @@ class OrderlyService:
 
     def start_queue(self, pq: ProcessQueue) -> None:
         if self.clustering:
-            pq.locked = True
-            pq.last_lock_ms = time.monotonic() * 1000
+            pq.locked = True  # may_take locked it just now
+            pq.last_lock_ms = lock_time_ms(self.clock)
         pq.consume_task = asyncio.create_task(self._consume_loop(pq))
         self.consumer.track(pq.consume_task)
 
@@ -166,12 +194,12 @@ class OrderlyService:
     async def _consume_loop(self, pq: ProcessQueue) -> None:
         c = self.consumer
         while not pq.dropped and c.running:
-            if self.clustering and not lock_valid(pq):
+            if self.clustering and not lock_valid(pq, self.clock):
                 if not await self.lock(pq.mq):
                     await asyncio.sleep(RELOCK_DELAY_S)
                 continue
             pq.arrived.clear()
-            batch = pq.take(c.consume_batch_max_size)
+            batch = pq.take(c.config.consume_batch_max_size)
             if not batch:
                 await pq.arrived.wait()
                 continue
@@ -188,13 +216,20 @@ class OrderlyService:
             pq.rollback()
             await asyncio.sleep(self.suspend_s)
 
-    async def _dead_letter(self, pq: ProcessQueue, batch: list[Any]) -> bool:
+    async def _dead_letter(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
         """After a failure: True if every message of the batch is past the maximum and went to
         the dead letter queue (so the queue moves on); False to consume the batch again."""
-        limit = self.consumer.max_reconsume_times
+        limit = self.consumer.config.max_reconsume_times
         if limit < 0 or any(m.reconsume_times < limit for m in batch):
             return False
         for m in batch:
             if not await self.consumer.send_to_retry_topic(m, m.reconsume_times):
                 return False
         return True
+
+
+def _by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    grouped: dict[str, list[MessageQueue]] = {}
+    for mq in mqs:
+        grouped.setdefault(mq.broker_name, []).append(mq)
+    return grouped

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import struct
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -19,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.client.fault import QueueSelector
-from pocketmq.client.ids import client_id, default_instance_name, new_message_id
-from pocketmq.client.instance import ClientInstance
+from pocketmq.client.ids import new_message_id
+from pocketmq.client.instance import ClientInstance, new_client_instance
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import BrokerError, ClientError
+from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
 from pocketmq.protocol.message import (
@@ -31,12 +31,10 @@ from pocketmq.protocol.message import (
     encode_properties,
     java_string_hash,
 )
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic, topic_error
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-MAX_TOPIC_LENGTH = 127
 # A broker answering these may serve the next attempt on another broker (sendDefaultImpl).
 RETRYABLE_CODES = frozenset(
     {
@@ -48,7 +46,6 @@ RETRYABLE_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
-_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_")
 
 
 def message(
@@ -112,37 +109,16 @@ class CommunicationMode(enum.Enum):
 
 
 def check_topic(topic: str) -> None:
-    """Validators.checkTopic.
+    """Validators.checkTopic: a valid topic name that is not the auto-creation template.
 
     Raises:
         ClientError: what is wrong with the name.
     """
-    if not topic or not topic.strip():
-        raise ClientError("The specified topic is blank.")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise ClientError(
-            f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}."
-        )
-    if not set(topic) <= _TOPIC_CHARS:
-        raise ClientError(
-            f"The specified topic[{topic}] contains illegal characters, allowing only "
-            "^[%|a-zA-Z0-9_-]+$"
-        )
+    err = topic_error(topic)
+    if err is not None:
+        raise ClientError(err)
     if topic == AUTO_CREATE_TOPIC_KEY:
         raise ClientError(f"The topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.")
-
-
-def encode_batch(messages: Sequence[Message]) -> bytes:
-    """MessageDecoder.encodeMessages: the body of a SEND_BATCH_MESSAGE."""
-    parts = []
-    for m in messages:
-        props = encode_properties(m.properties).encode()
-        size = 4 + 4 + 4 + 4 + 4 + len(m.body) + 2 + len(props)
-        parts.append(struct.pack(">iiiii", size, 0, 0, m.flag, len(m.body)))
-        parts.append(m.body)
-        parts.append(struct.pack(">h", len(props)))
-        parts.append(props)
-    return b"".join(parts)
 
 
 class Producer:
@@ -172,11 +148,9 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
-        self.selector = QueueSelector(send_latency_fault_enable)
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(
-            namesrv_addr, client_id(instance_name or default_instance_name())
-        )
+        self.instance = instance or new_client_instance(namesrv_addr, instance_name)
+        self.selector = QueueSelector(send_latency_fault_enable, clock=self.instance.clock)
         self._publish: dict[str, TopicRoute] = {}
         self._started = False
 
@@ -277,7 +251,7 @@ class Producer:
                 raise ClientError("The topic of the messages in one batch should be the same")
             if m.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 raise ClientError("TimeDelayLevel is not supported for batching")
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if is_retry_topic(topic):
                 raise ClientError("Retry Group is not supported for batching")
             if not m.body:
                 raise ClientError("the message body length is zero")
@@ -286,7 +260,7 @@ class Producer:
             props = dict(m.properties)
             props.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_message_id())
             inner.append(Message(topic, m.body, m.flag, props))
-        batch = Message(topic, encode_batch(inner))
+        batch = Message(topic, encode_batch_body(inner))
         uniq = ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in inner)
         result = await self._send(
             batch, CommunicationMode.SYNC, queue, None, None, timeout_ms, batch_ids=uniq
@@ -434,7 +408,7 @@ class Producer:
             body, sys_flag = zlib.compress(body, self.compress_level), SysFlag.COMPRESSED
         props = dict(msg.properties)
         reconsume_times, max_reconsume = 0, None
-        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if is_retry_topic(msg.topic):
             # A consumer re-sending a failed message: the counters travel in the header.
             reconsume_times = int(props.pop(MessageConst.RECONSUME_TIME, "0") or 0)
             max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)

@@ -15,8 +15,13 @@ from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message, tags_code
+from pocketmq.protocol.names import (
+    SUB_ALL,
+    TagExpressionError,
+    is_retry_topic,
+    parse_tag_expression,
+)
 
-SUB_ALL = "*"
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
@@ -34,13 +39,11 @@ class Subscription:
     @classmethod
     def parse(cls, topic: str, expression: str | None) -> Subscription:
         """Raises: ClientError: the expression has no tag in it."""
-        expr = (expression or "").strip()
-        if expr in ("", SUB_ALL):
-            return cls(topic, SUB_ALL)
-        tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
-        if not tags:
-            raise ClientError(f"subString split error: {expression!r} has no tag")
-        return cls(topic, expr, tags)
+        try:
+            parsed = parse_tag_expression(expression)
+        except TagExpressionError as exc:
+            raise ClientError(str(exc)) from exc
+        return cls(topic, parsed.expression, parsed.tags)
 
     def matches(self, msg: MessageExt) -> bool:
         return not self.tags or msg.tags in self.tags
@@ -103,7 +106,7 @@ def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
                 msg.body = zlib.decompress(msg.body)
             msg.msg_id = msg.uniq_key or msg.msg_id
             retry_topic = msg.properties.get(MessageConst.RETRY_TOPIC)
-            if retry_topic and mq.topic.startswith("%RETRY%"):
+            if retry_topic and is_retry_topic(mq.topic):
                 msg.topic = retry_topic
             out.append(msg)
     except (ProtocolError, zlib.error, struct.error) as exc:

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from pocketmq.broker.topics import TopicConfig, topic_error
+from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc.v2 import definition_pb2 as pb
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import FieldError, FieldKind
 from pocketmq.protocol.message import (
@@ -30,6 +29,17 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     java_string_hash,
+)
+from pocketmq.protocol.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TAG_SEPARATOR,
+    TagExpressionError,
+    is_readable,
+    is_system_topic,
+    is_writeable,
+    parse_tag_expression,
+    topic_error,
 )
 from pocketmq.store.filter import TagFilter
 
@@ -130,11 +140,12 @@ def tag_filter(expression: pb.FilterExpression) -> tuple[TagFilter | None, froze
         raise GrpcRequestError(
             pb.ILLEGAL_FILTER_EXPRESSION, f"filter type {expression.type} is unknown"
         )
-    tags = TagFilter.parse(expression.expression)
-    if tags is None:
-        return None, None
-    names = frozenset(t.strip() for t in expression.expression.split("||") if t.strip())
-    return tags, names
+    try:
+        parsed = parse_tag_expression(expression.expression)
+    except TagExpressionError:
+        return None, None  # an expression naming no tag has always been served as "*"
+    tags = TagFilter.of(parsed)
+    return (None, None) if tags is None else (tags, parsed.tags)
 
 
 def endpoints(host: str, port: int) -> pb.Endpoints:
@@ -150,8 +161,8 @@ def message_queues(
 ) -> list[pb.MessageQueue]:
     """The queues of a topic on one broker. Queue ids below both the read and the write queue
     numbers can do both (when the topic allows both); the rest only what their number allows."""
-    readable = bool(cfg.perm & PERM_READ)
-    writable = bool(cfg.perm & PERM_WRITE)
+    readable = is_readable(cfg.perm)
+    writable = is_writeable(cfg.perm)
     reads = cfg.read_queue_nums if readable else 0
     writes = cfg.write_queue_nums if writable else 0
     queues = []
@@ -177,15 +188,14 @@ def message_queues(
 # A namespace prefixes the topics and groups of its clients (RocketMQ's NamespaceUtil): a 4.x
 # client with that namespace writes the same names itself, so both protocols meet.
 NAMESPACE_SEPARATOR = "%"
-_SYSTEM_PREFIXES = ("rmq_sys_", "SCHEDULE_TOPIC_XXXX", "TBW102")
-_GROUP_PREFIXES = ("%RETRY%", "%DLQ%")
+_GROUP_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
 
 def wrap(resource: pb.Resource) -> str:
     """The broker's name of a resource: ``namespace%name``, ``%RETRY%namespace%group`` for
     retry and DLQ topics, the name alone without a namespace or for system topics."""
     name, namespace = resource.name, resource.resource_namespace
-    if not namespace or not name or name.startswith(_SYSTEM_PREFIXES):
+    if not namespace or not name or is_system_topic(name):
         return name
     for prefix in _GROUP_PREFIXES:
         if name.startswith(prefix):
@@ -253,7 +263,7 @@ def _properties(msg: pb.Message) -> dict[str, str]:
         _check_property_text(value, pb.ILLEGAL_MESSAGE_PROPERTY_KEY, "property value")
         props[name] = value
     if sp.HasField("tag"):
-        if not sp.tag.strip() or "||" in sp.tag:
+        if not sp.tag.strip() or TAG_SEPARATOR in sp.tag:
             raise GrpcRequestError(pb.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is blank or has ||")
         _check_property_text(sp.tag, pb.ILLEGAL_MESSAGE_TAG, "tag")
         props[MessageConst.TAGS] = sp.tag

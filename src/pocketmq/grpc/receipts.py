@@ -6,16 +6,20 @@ while the client is connected, extends each one shortly before it would expire, 
 ``RENEW_MAX_MS``. The client keeps the handle it was given, so its ack, nack or DLQ forward
 is translated to the latest handle here, and renewing stops. A client that disconnects is no
 longer renewed: its messages come back at their deadline.
+
+Deadlines are compared with the injected clock; the background task scans every
+``RENEW_PERIOD_S`` (or half the lead time) and calls ``renew_due``, which a test calls directly
+after advancing a fake clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 
 from pocketmq.broker.pop import InvalidReceiptHandle, PopService, ReceiptHandle
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.tasks import cancel_and_wait
 
@@ -39,8 +43,11 @@ class _Renewal:
 
 
 class ReceiptRenewer:
-    def __init__(self, pop: PopService, invisible_ms: int, ahead_ms: int) -> None:
+    def __init__(
+        self, pop: PopService, invisible_ms: int, ahead_ms: int, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.pop = pop
+        self.clock = clock
         self.invisible_ms = invisible_ms
         self.ahead_ms = ahead_ms
         # (client id, group, message id) -> renewal
@@ -73,7 +80,7 @@ class ReceiptRenewer:
     def track(self, client_id: str, group: str, message_id: str, topic: str, handle: str) -> None:
         deadline = ReceiptHandle.decode(handle).deadline
         self._handles[(client_id, group, message_id)] = _Renewal(
-            topic, handle, handle, deadline, int(time.time() * 1000)
+            topic, handle, handle, deadline, self.clock.now_ms()
         )
 
     async def settle(self, client_id: str, group: str, message_id: str, handle: str) -> str:
@@ -97,7 +104,9 @@ class ReceiptRenewer:
                 log.exception("receipt handle renewal failed")
 
     async def renew_due(self) -> None:
-        now = int(time.time() * 1000)
+        """Extend every handle within ``ahead_ms`` of its deadline whose client is connected;
+        forget those of gone clients and those renewed for ``RENEW_MAX_MS`` already."""
+        now = self.clock.now_ms()
         for key, renewal in list(self._handles.items()):
             if renewal.deadline - now > self.ahead_ms:
                 continue

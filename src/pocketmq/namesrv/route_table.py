@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.protocol.names import PERM_READ_WRITE
+
 MASTER_ID = 0
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
 BROKER_EXPIRE_MS = 120_000
 
 
@@ -127,7 +126,7 @@ class RouteTable:
             broker_name=broker_name,
             read_queue_nums=int(cfg.get("readQueueNums", 0)),
             write_queue_nums=int(cfg.get("writeQueueNums", 0)),
-            perm=int(cfg.get("perm", PERM_READ | PERM_WRITE)),
+            perm=int(cfg.get("perm", PERM_READ_WRITE)),
             topic_sys_flag=int(cfg.get("topicSysFlag", 0)),
         )
 

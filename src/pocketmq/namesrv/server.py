@@ -32,13 +32,13 @@ from typing import Any
 
 from pocketmq.conf import fields_from_properties, read_properties
 from pocketmq.errors import RemoteProtocolError, RequestError, StoreError
+from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.namesrv.route_table import BROKER_EXPIRE_MS, RouteTable
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_int, get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingServer
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ CommitLog record, RocketMQ 4.x layout (MessageDecoder / CommitLog.calMsgLength),
     +      1|2   TOPIC LENGTH, then the topic (UTF-8)
     +      2     PROPERTIES LENGTH (signed short), then the properties (UTF-8)
 
-A blank record closing a file is ``TOTALSIZE | cbd43194`` followed by unused bytes.
+How records sit in a segment (blank record, zeros after the last): pocketmq.protocol.records.
 
 Properties are ``name \\x01 value \\x02`` repeated, as MessageDecoder.messageProperties2String.
 """
@@ -32,7 +32,6 @@ import functools
 import ipaddress
 import mmap
 import operator
-import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -50,11 +49,6 @@ BLANK_MAGIC_CODE: Final = 0xCBD43194
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 KEY_SEPARATOR: Final = " "
-
-# Delayed messages wait here, queue id = delay level - 1 (TopicValidator.RMQ_SYS_SCHEDULE_TOPIC).
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-# 5.x timer messages wait here, queue 0 (TimerMessageStore.TIMER_TOPIC).
-TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 
 # Java's Short.MAX_VALUE: the properties length is a signed 16-bit field.
 MAX_PROPERTIES_LENGTH: Final = 32767
@@ -211,8 +205,9 @@ def host_to_bytes(host: Host) -> bytes:
 def host_from_bytes(raw: ReadableBuffer) -> Host:
     addr = bytes(raw[:-4])
     port = int.from_bytes(raw[-4:], "big")
-    family = socket.AF_INET if len(addr) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, addr), port
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}", port
+    return str(ipaddress.IPv6Address(addr)), port
 
 
 def create_offset_msg_id(store_host: Host, phy_offset: int) -> str:
@@ -240,14 +235,11 @@ def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
 # --- messages ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Message:
-    """What a producer sends: topic, body, flag and properties."""
+class _Properties:
+    """The system properties both message kinds expose by name."""
 
-    topic: str
-    body: bytes
-    flag: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
+    __slots__ = ()
+    properties: dict[str, str]
 
     @property
     def tags(self) -> str | None:
@@ -257,9 +249,23 @@ class Message:
     def keys(self) -> str | None:
         return self.properties.get(MessageConst.KEYS)
 
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
 
 @dataclass(slots=True)
-class MessageExt:
+class Message(_Properties):
+    """What a producer sends: topic, body, flag and properties."""
+
+    topic: str
+    body: bytes
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MessageExt(_Properties):
     """A message with its broker-side fields: what the store writes and decodes.
 
     Fields set by the store on append (queue_offset, phy_offset, store_timestamp, store_size,
@@ -283,18 +289,6 @@ class MessageExt:
     store_size: int = 0
     body_crc: int = 0
     msg_id: str = ""
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(MessageConst.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(MessageConst.KEYS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     def put_again(
         self, topic: str, queue_id: int, properties: dict[str, str], reconsume_times: int
@@ -440,6 +434,26 @@ def peek_record_size(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     return _I32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
 
 
+def topic_field(buf: ReadableBuffer, pos: int, magic: int, end: int) -> tuple[int, int]:
+    """Where a record's topic starts and how long it is, read at ``pos`` (just past the body):
+    its length takes 1 byte in version-1 records and 2 in version-2 ones.
+
+    Raises:
+        RecordError: the length, the topic or the properties length after it overruns ``end``.
+    """
+    if magic == MESSAGE_MAGIC_CODE:
+        if pos + 1 > end:
+            raise RecordError("topic length overruns the record")
+        topic_len, pos = buf[pos], pos + 1
+    else:
+        if pos + 2 > end:
+            raise RecordError("topic length overruns the record")
+        topic_len, pos = int.from_bytes(buf[pos : pos + 2], "big"), pos + 2
+    if pos + topic_len + 2 > end:
+        raise RecordError("topic overruns the record")
+    return pos, topic_len
+
+
 def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: bool) -> RecordInfo:
     """Decode the record starting at buf[pos], which must end by limit.
 
@@ -489,16 +503,7 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     ):
         raise RecordError("body CRC mismatch")
     p += body_len
-    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > end:
-        raise RecordError("topic length overruns the record")
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = buf[p]
-        p += 1
-    else:
-        topic_len = int.from_bytes(buf[p : p + 2], "big")
-        p += 2
-    if p + topic_len + 2 > end:
-        raise RecordError("topic overruns the record")
+    p, topic_len = topic_field(buf, p, magic, end)
     topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
     p += topic_len
     props_len = _H16.unpack_from(buf, p)[0]
@@ -563,41 +568,3 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
         body_crc=crc,
         msg_id=create_offset_msg_id(store_host, info.phy_offset),
     )
-
-
-# --- batch bodies -------------------------------------------------------------------------
-
-_BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
-
-
-def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
-    """Split a batch send's body (MessageDecoder.encodeMessages) into (flag, body, properties).
-
-    Each message: total size (4) | magic (4) | body CRC (4) | flag (4) | body length (4) | body
-    | properties length (2) | properties.
-
-    Raises:
-        ProtocolError: a message overruns the body or its lengths disagree.
-    """
-    out = []
-    pos = 0
-    while pos < len(data):
-        if pos + _BATCH_HEAD.size > len(data):
-            raise ProtocolError(f"batch message at byte {pos} is truncated")
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(data, pos)
-        p = pos + _BATCH_HEAD.size
-        if body_len < 0 or p + body_len + 2 > len(data):
-            raise ProtocolError(f"batch message at byte {pos}: body overruns the batch")
-        body = data[p : p + body_len]
-        p += body_len
-        props_len = _H16.unpack_from(data, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len > len(data):
-            raise ProtocolError(f"batch message at byte {pos}: properties overrun the batch")
-        props = decode_properties(data[p : p + props_len].decode("utf-8", "replace"))
-        p += props_len
-        if total != p - pos:
-            raise ProtocolError(f"batch message at byte {pos} says {total} bytes, has {p - pos}")
-        out.append((flag, body, props))
-        pos = p
-    return out

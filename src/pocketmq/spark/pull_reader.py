@@ -15,7 +15,6 @@ skipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import zlib
 from collections.abc import AsyncGenerator, Iterator
@@ -25,13 +24,15 @@ from typing import Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, SUB_ALL, PullStatus
+from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, PullStatus
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import RecordError
+from pocketmq.protocol.names import SUB_ALL
 from pocketmq.spark.cluster import new_instance, new_loop
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer
+from pocketmq.tasks import cancel_and_wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +170,7 @@ async def pull_range(
                 return
             yield await pending.pop(0)
     finally:
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(pending, ignore_errors=True)
 
 
 def read_range(rng: QueueRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:

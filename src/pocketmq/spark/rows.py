@@ -41,7 +41,9 @@ from pocketmq.protocol.message import (
     SysFlag,
     decode_message,
     decode_properties,
+    topic_field,
 )
+from pocketmq.protocol.records import MIN_RECORD_SIZE
 
 READ_SCHEMA: Final = (
     "topic string, broker string, queue_id int, queue_offset bigint, msg_id string, "
@@ -73,7 +75,6 @@ STORE_ARROW_SCHEMA: Final = pa.schema(_READ_FIELDS + _STORE_FIELDS)
 _FIXED_V4: Final = struct.Struct(">iIiiiqqiq8sq8siqi")
 _H16: Final = struct.Struct(">h")
 _V6_HOSTS: Final = SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6
-_MIN_RECORD_SIZE: Final = 91
 
 # Rows per RecordBatch: large enough to amortise the conversion, small enough to stream.
 BATCH_ROWS: Final = 4096
@@ -151,7 +152,7 @@ class RowBuffer:
         ) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
         if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
             raise RecordError(f"bad magic code {magic:08x}")
-        if total < _MIN_RECORD_SIZE or total > limit - pos:
+        if total < MIN_RECORD_SIZE or total > limit - pos:
             raise RecordError(f"record size {total} does not fit the {limit - pos} bytes left")
         if sys_flag & _V6_HOSTS:
             msg = decode_message(bytes(buf[pos : pos + total]))
@@ -165,14 +166,7 @@ class RowBuffer:
             raise RecordError(f"body length {body_len} overruns the record")
         body = bytes(buf[p : p + body_len])
         p += body_len
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = buf[p]
-            p += 1
-        else:
-            topic_len = int.from_bytes(buf[p : p + 2], "big")
-            p += 2
-        if p + topic_len + 2 > end:
-            raise RecordError("topic overruns the record")
+        p, topic_len = topic_field(buf, p, magic, end)
         if topic is None:
             topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
         p += topic_len

@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
@@ -31,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from pocketmq.errors import ConfigError
 from pocketmq.spark import cluster
+from pocketmq.spark.base import NamedSource, RangeReading
 from pocketmq.spark.compat import (
     ReadAllAvailable,
     ReadLimit,
@@ -62,15 +62,11 @@ from pocketmq.spark.writer import ColumnPlan, plan_columns, schema_fields, write
 log = logging.getLogger(__name__)
 
 
-class PocketMQDataSource(DataSource):
+class PocketMQDataSource(NamedSource):
     """``spark.read.format("pocketmq")``, ``readStream``, ``write`` and ``writeStream``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return "pocketmq"
-
-    def schema(self) -> str:
-        return READ_SCHEMA
+    format_name = "pocketmq"
+    row_schema = READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PocketMQBatchReader(read_options(self.options, streaming=False))
@@ -131,7 +127,16 @@ def plan_ranges(
     return parts
 
 
-class PocketMQBatchReader(DataSourceReader):
+class _QueueRangeReading(RangeReading[QueueRange]):
+    """Each partition is one queue's offset range, pulled from its broker."""
+
+    opts: ReadOptions
+
+    def read_planned(self, rng: QueueRange) -> Iterator[pa.RecordBatch]:
+        return read_range(rng, self.opts)
+
+
+class PocketMQBatchReader(_QueueRangeReading, DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
@@ -153,14 +158,8 @@ class PocketMQBatchReader(DataSourceReader):
         addrs = {k: s.addr for k, s in states.items()}
         return plan_ranges(starts, ends, addrs, opts.max_records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # With no range to read, Spark still runs one task, with InputPartition(None).
-        rng: QueueRange | None = partition.value
-        if rng is not None:
-            yield from read_range(rng, self.opts)
 
-
-class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class PocketMQStreamReader(_QueueRangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over the queues of the topics. Queues that appear later (a topic gets
     more queues, a broker joins) are read from their earliest offset, as Kafka's source reads
     new partitions."""
@@ -266,12 +265,6 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return plan_ranges(starts, stop, self._addrs, self.opts.max_records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # With no range to read, Spark still runs one task, with InputPartition(None).
-        rng: QueueRange | None = partition.value
-        if rng is not None:
-            yield from read_range(rng, self.opts)
-
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to tell the broker: the offsets live in Spark's checkpoint."""
 
@@ -284,7 +277,9 @@ class PocketMQCommitMessage(WriterCommitMessage):
         self.sent = sent
 
 
-class PocketMQWriter(DataSourceWriter):
+class _RowSending:
+    """Each task sends its rows through a producer of its own (writer.write_rows)."""
+
     def __init__(self, opts: WriteOptions, cols: ColumnPlan) -> None:
         self.opts = opts
         self.cols = cols
@@ -293,10 +288,9 @@ class PocketMQWriter(DataSourceWriter):
         return PocketMQCommitMessage(write_rows(iterator, self.cols, self.opts))
 
 
-class PocketMQStreamWriter(DataSourceStreamWriter):
-    def __init__(self, opts: WriteOptions, cols: ColumnPlan) -> None:
-        self.opts = opts
-        self.cols = cols
+class PocketMQWriter(_RowSending, DataSourceWriter):
+    """``df.write.format("pocketmq")``."""
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return PocketMQCommitMessage(write_rows(iterator, self.cols, self.opts))
+
+class PocketMQStreamWriter(_RowSending, DataSourceStreamWriter):
+    """``df.writeStream.format("pocketmq")``: each micro-batch is sent as a batch write is."""

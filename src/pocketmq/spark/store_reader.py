@@ -7,13 +7,12 @@ Planning (driver): one range per segment file; a file larger than ``maxBytesPerP
 cut into ranges at record boundaries, found by hopping from one record's size field to the
 next. Reading (executor): decode the records that start inside the range.
 
-Where a file's data ends:
-- a blank record (``TOTALSIZE | cbd43194``) closes a full segment;
-- zeros (size 0, magic 0) follow the last record of the segment being written;
-- a record that does not decode in the last segment is a torn tail (a write cut short by a
-  crash): the scan stops there, as the broker's recovery does. In any earlier segment it is
-  corruption: CorruptRecordError names the file and offset (failOnCorruption=false skips
-  the rest of that file instead).
+Both walk a segment with pocketmq.protocol.records (which draws how a segment ends: a blank
+record closing a full segment, zeros after the last record of the one being written); the
+reader decodes each record straight into Arrow columns (spark/rows.py). A record that does not
+decode in the last segment is a torn tail (a write cut short by a crash): the scan stops there,
+as the broker's recovery does. In any earlier segment it is corruption: CorruptRecordError
+names the file and offset (failOnCorruption=false skips the rest of that file instead).
 """
 
 from __future__ import annotations
@@ -30,13 +29,8 @@ from typing import Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.errors import ConfigError, CorruptRecordError
-from pocketmq.protocol.message import (
-    BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    RecordError,
-    peek_record_size,
-)
+from pocketmq.protocol.message import RecordError
+from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.spark.options import StoreReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer
 
@@ -44,7 +38,6 @@ log = logging.getLogger(__name__)
 
 # store/layout.py's COMMITLOG_DIR; spark reads the format, it does not import the store.
 COMMITLOG_DIR: Final = "commitlog"
-MIN_RECORD_SIZE: Final = 91  # a v1 record with empty body, topic and properties
 # minPartitions cuts no range below this: a task costs more than reading a few megabytes.
 MIN_SPLIT_BYTES: Final = 1 << 20
 
@@ -96,20 +89,12 @@ def _map(path: Path) -> mmap.mmap | None:
         return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
 
 
-def _is_record_head(total: int, magic: int, left: int) -> bool:
-    return magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) and MIN_RECORD_SIZE <= total <= left
-
-
 def _hop(mm: mmap.mmap) -> Iterator[int]:
-    """The positions after each record, up to where the data ends (or stops making sense)."""
-    size = len(mm)
-    pos = 0
-    while pos + 8 <= size:
-        total, magic = peek_record_size(mm, pos)
-        if not _is_record_head(total, magic, size - pos):
-            return  # end of data, blank record or damage: the reader tells which
-        pos += total
-        yield pos
+    """The positions after each record, up to where the data ends (or stops making sense:
+    end of data, a blank record or damage, which the reader tells apart)."""
+    walk = RecordWalk(mm)
+    for total in walk.sizes():
+        yield walk.pos + total
 
 
 def _cut(path: Path, offset: int, is_last: bool, target: int) -> list[FileRange]:
@@ -181,28 +166,21 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
     if mm is None:
         return
     buf = RowBuffer(include_properties=opts.include_properties, store_columns=True)
-    size = len(mm)
-    pos = rng.lo
+    walk = RecordWalk(mm, rng.lo, rng.hi, base_offset=rng.file_offset)
     try:
-        while pos < rng.hi and pos + 8 <= size:
-            total, magic = peek_record_size(mm, pos)
-            if magic == BLANK_MAGIC_CODE or (total == 0 and magic == 0):
-                break
-            if not _is_record_head(total, magic, size - pos):
-                _damage(rng, pos, f"no record header (size {total}, magic {magic:08x})", opts)
-                break
+        for _ in walk.sizes():
             mark = len(buf)
             try:
-                _, phy, _ = buf.add_record(mm, pos, size, None, opts.broker)
-                if phy != rng.file_offset + pos:
-                    raise RecordError(f"the record says it is at offset {phy}")
+                buf.add_record(mm, walk.pos, walk.end, None, opts.broker)
             except (RecordError, ValueError, zlib.error) as exc:
                 buf.truncate(mark)
-                _damage(rng, pos, str(exc), opts)
+                _damage(rng, walk.pos, str(exc), opts)
                 break
             if len(buf) >= BATCH_ROWS:
                 yield buf.flush()
-            pos += total
+        else:
+            if walk.stop is Stop.DAMAGED:
+                _damage(rng, walk.pos, walk.detail, opts)
         if len(buf):
             yield buf.flush()
     finally:

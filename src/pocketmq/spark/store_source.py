@@ -13,27 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from pocketmq.spark.base import NamedSource, RangeReading
 from pocketmq.spark.options import StoreReadOptions, store_read_options
 from pocketmq.spark.rows import STORE_SCHEMA
 from pocketmq.spark.store_reader import FileRange, plan, read_file_range
 
 
-class PocketMQStoreDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "pocketmq-store"
-
-    def schema(self) -> str:
-        return STORE_SCHEMA
+class PocketMQStoreDataSource(NamedSource):
+    format_name = "pocketmq-store"
+    row_schema = STORE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PocketMQStoreReader(store_read_options(self.options))
 
 
-class PocketMQStoreReader(DataSourceReader):
+class PocketMQStoreReader(RangeReading[FileRange], DataSourceReader):
     def __init__(self, opts: StoreReadOptions) -> None:
         self.opts = opts
 
@@ -41,8 +38,5 @@ class PocketMQStoreReader(DataSourceReader):
         """Raises: ConfigError: the directory holds no CommitLog."""
         return [InputPartition(r) for r in plan(self.opts)]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # With no range to read, Spark still runs one task, with InputPartition(None).
-        rng: FileRange | None = partition.value
-        if rng is not None:
-            yield from read_file_range(rng, self.opts)
+    def read_planned(self, rng: FileRange) -> Iterator[pa.RecordBatch]:
+        return read_file_range(rng, self.opts)

@@ -21,7 +21,6 @@ retries it: rows are never dropped, and a retried task may send some of them twi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pocketmq.errors import ClientError, ConfigError
 from pocketmq.protocol.message import Message, MessageConst
 from pocketmq.spark.cluster import new_loop
 from pocketmq.spark.options import WriteOptions
+from pocketmq.tasks import cancel_and_wait
 
 # Properties a producer must not set through the properties column (Java's
 # Message.putUserProperty refuses them): they steer the broker.
@@ -203,11 +203,7 @@ async def send_rows(rows: Iterable[Any], cols: ColumnPlan, opts: WriteOptions) -
             sent += await in_flight.pop(0)
         return sent
     finally:
-        for task in in_flight:
-            task.cancel()
-        for task in in_flight:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(in_flight, ignore_errors=True)
         await producer.shutdown()
 
 

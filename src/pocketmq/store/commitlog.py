@@ -1,6 +1,7 @@
 """CommitLog: every topic's records, appended to one log of mapped segments, and its recovery.
 
-Record layout: see pocketmq.protocol.message. Appends run on the caller's thread under
+Record layout: see pocketmq.protocol.message; recovery walks segments with
+pocketmq.protocol.records. Appends run on the caller's thread under
 ``put_lock``; they copy the record into the mapping and write its TOTALSIZE field last, so a
 process killed mid-copy leaves a zero size where the record would start, which recovery reads
 as the end of the log.
@@ -8,15 +9,16 @@ as the end of the log.
 
 from __future__ import annotations
 
+import errno
 import logging
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
+from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
@@ -24,8 +26,6 @@ from pocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     Host,
     MessageExt,
     RecordError,
@@ -37,6 +37,8 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
 from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir
@@ -87,16 +89,10 @@ class _Encoded(NamedTuple):
     header: struct.Struct
 
 
-@dataclass(slots=True)
-class RecoveryResult:
-    process_offset: int
-    records: int
-    stopped_reason: str
-
-
 class CommitLog:
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock  # the records' store timestamps
         self.mfq = MappedFileQueue(
             commitlog_dir(config.root),
             config.mapped_file_size_commit_log,
@@ -111,7 +107,9 @@ class CommitLog:
         self._topic_cache: dict[str, tuple[bytes, int]] = {}
         self.delay_levels_ms = config.delay_levels_ms
         # Set by the first failed write: later puts fail fast until the store is reopened.
-        self.write_error: str | None = None
+        self.write_error: StoreWriteError | None = None
+        # Fault hook (tests): the next append fails mid-record, as a failed write would.
+        self._fail_next_write = False
 
     # --- offsets --------------------------------------------------------------------
 
@@ -120,10 +118,6 @@ class CommitLog:
 
     def max_offset(self) -> int:
         return self.mfq.max_offset()
-
-    def roll_next_file(self, offset: int) -> int:
-        size = self.config.mapped_file_size_commit_log
-        return offset + size - offset % size
 
     # --- append ---------------------------------------------------------------------
 
@@ -197,7 +191,7 @@ class CommitLog:
         Returns the result and the dispatch requests for the records written.
         """
         if self.write_error is not None:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=self.write_error), []
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=str(self.write_error)), []
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
         encoded: list[_Encoded] = []
@@ -224,7 +218,7 @@ class CommitLog:
                 detail = f"cannot create a commitlog segment: {exc.strerror or exc}"
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
-            store_ts = time.time_ns() // 1_000_000
+            store_ts = self.clock.now_ms()
             queue_offset = self.topic_queue_table.get(key, 0) if counts_in_queue else 0
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
@@ -243,6 +237,14 @@ class CommitLog:
                 mm[p : p + len(body)] = body
                 p += len(body)
                 mm[p : p + len(tail)] = tail
+                if self._fail_next_write:
+                    self._fail_next_write = False
+                    error = self.fail_writes(
+                        OSError(errno.EIO, "Input/output error (fault hook)"),
+                        f"commitlog write at {phy} failed",
+                    )
+                    log.error("%s", error)
+                    return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
                 # The size goes in last: a torn copy leaves a zero size, read as end of log.
                 _SIZE.pack_into(mm, pos, size)
                 offsets.append(phy)
@@ -344,49 +346,39 @@ class CommitLog:
         self, mf: MappedFile, check_crc: bool, on_record: DispatchSink | None
     ) -> tuple[int, int, str]:
         """Walk a segment's records: (end position, records, why it stopped)."""
-        mm = mf.mm
-        pos = 0
-        records = 0
         size_limit = mf.file_size
-        while True:
-            if pos + 8 > size_limit:
-                return pos, records, "end of segment without a blank record"
-            size, magic = peek_record_size(mm, pos)
-            if magic == BLANK_MAGIC:
-                if size != size_limit - pos:
-                    return pos, records, f"blank record of size {size} does not close the segment"
-                return size_limit, records, "blank"
-            if size == 0 and magic == 0:
-                return pos, records, "end of data"
-            try:
-                info = decode_record_info(mm, pos, size_limit, check_crc)
-            except RecordError as exc:
-                return pos, records, str(exc)
-            if info.phy_offset != mf.file_from_offset + pos:
-                return (
-                    pos,
-                    records,
-                    (
-                        f"record claims offset {info.phy_offset}, found at "
-                        f"{mf.file_from_offset + pos}"
-                    ),
-                )
+        walk = RecordWalk(mf.mm, 0, size_limit, base_offset=mf.file_from_offset)
+        records = 0
+        for info in walk.records(check_crc):
             if on_record is not None:
                 on_record(info)
             records += 1
-            pos += size
+        stop = walk.stop
+        if stop is Stop.BLANK:
+            if walk.size != size_limit - walk.pos:
+                return (
+                    walk.pos,
+                    records,
+                    f"blank record of size {walk.size} does not close the segment",
+                )
+            return size_limit, records, "blank"
+        if stop is Stop.LIMIT or stop is Stop.SHORT:
+            return walk.pos, records, "end of segment without a blank record"
+        return walk.pos, records, walk.detail
 
     def recover(
         self, start_index: int, check_crc: bool, on_record: DispatchSink | None = None
-    ) -> RecoveryResult:
+    ) -> int:
         """Validate records from segment start_index on; cut the log where they stop.
+
+        Returns the offset the log was cut at (its new end).
 
         Shared by normal recovery (start at the third-last segment) and abnormal recovery
         (start at the segment chosen from the checkpoint, dispatching every record).
         """
         files = self.mfq.files
         if not files:
-            return RecoveryResult(0, 0, "empty")
+            return 0
         process_offset = files[start_index].file_from_offset
         total = 0
         reason = "end of data"
@@ -407,9 +399,9 @@ class CommitLog:
         if last is not None and last.file_end_offset > process_offset >= last.file_from_offset:
             last.wrote_position = last.flushed_position = process_offset - last.file_from_offset
         self.mfq.flushed_where = process_offset
-        return RecoveryResult(process_offset, total, reason)
+        return process_offset
 
-    def recover_normally(self) -> RecoveryResult:
+    def recover_normally(self) -> int:
         start = max(0, len(self.mfq.files) - 3)
         return self.recover(start, self.config.check_crc_on_recover)
 
@@ -431,11 +423,22 @@ class CommitLog:
                 return idx
         return 0
 
-    def recover_abnormally(self, min_timestamp: int, on_record: DispatchSink) -> RecoveryResult:
+    def recover_abnormally(self, min_timestamp: int, on_record: DispatchSink) -> int:
         start = self.abnormal_start_index(min_timestamp)
         return self.recover(start, self.config.check_crc_on_recover, on_record)
 
     # --- lifecycle ------------------------------------------------------------------
+
+    def fail_writes(self, cause: Exception, what: str) -> StoreWriteError:
+        """Refuse every later put with the StoreWriteError returned: after a failed write or
+        flush, bytes already handed to the page cache may be lost, so nothing after the last
+        good flush can be promised durable. The first failure is the one kept; the store must
+        be reopened."""
+        if self.write_error is None:
+            error = StoreWriteError(f"{what}: {cause}")
+            error.__cause__ = cause
+            self.write_error = error
+        return self.write_error
 
     def flush(self) -> int:
         return self.mfq.flush()

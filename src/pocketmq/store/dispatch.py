@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
     MessageConst,
-    RecordError,
     RecordInfo,
     SysFlag,
-    decode_record_info,
-    peek_record_size,
     tags_code,
 )
-from pocketmq.store.layout import BLANK_MAGIC
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.records import RecordWalk, Stop
 
 if TYPE_CHECKING:
     from pocketmq.store.commitlog import CommitLog
@@ -103,25 +99,18 @@ class ReputService:
         commitlog: CommitLog,
         dispatchers: list[Dispatcher],
         delay_levels_ms: tuple[int, ...],
-        on_dispatched: Callable[[DispatchRequest], None] | None = None,
     ) -> None:
         self.commitlog = commitlog
         self.dispatchers = dispatchers
         self.delay_levels_ms = delay_levels_ms
-        self.on_dispatched = on_dispatched
         self.reput_from = 0
         # Store timestamp of the last dispatched record (feeds the checkpoint).
         self.last_store_timestamp = 0
-
-    def behind(self) -> int:
-        return self.commitlog.max_offset() - self.reput_from
 
     def dispatch(self, req: DispatchRequest) -> None:
         for d in self.dispatchers:
             d(req)
         self.last_store_timestamp = req.store_timestamp
-        if self.on_dispatched is not None:
-            self.on_dispatched(req)
 
     def feed(self, reqs: Iterable[DispatchRequest], end_offset: int) -> None:
         """Dispatch requests an append just built; falls back to reading the log on a gap."""
@@ -147,25 +136,25 @@ class ReputService:
             mf = log_.mfq.find(offset)
             if mf is None:
                 break
-            pos = offset - mf.file_from_offset
-            file_end = min(mf.wrote_position, end - mf.file_from_offset)
-            mm = mf.mm
-            while pos < file_end:
-                size, magic = peek_record_size(mm, pos)
-                if magic == BLANK_MAGIC:
-                    pos = mf.file_size
-                    break
-                try:
-                    info = decode_record_info(mm, pos, mf.wrote_position, check_crc=False)
-                except RecordError as exc:
-                    log.error("reput stopped at %d: %s", mf.file_from_offset + pos, exc)
-                    self.reput_from = mf.file_from_offset + pos
-                    return count
+            file_from = mf.file_from_offset
+            walk = RecordWalk(
+                mf.mm,
+                offset - file_from,
+                min(mf.wrote_position, end - file_from),
+                end=mf.wrote_position,
+            )
+            for info in walk.records():
                 self.dispatch(request_from_record(info, self.delay_levels_ms))
                 count += 1
-                pos += size
-            offset = mf.file_from_offset + pos
-            if pos >= mf.file_size:
+            if walk.stop is Stop.BLANK:
                 offset = mf.file_end_offset
+            elif walk.stop is Stop.LIMIT:
+                offset = file_from + walk.pos
+                if walk.pos >= mf.file_size:
+                    offset = mf.file_end_offset
+            else:
+                log.error("reput stopped at %d: %s", file_from + walk.pos, walk.detail)
+                self.reput_from = file_from + walk.pos
+                return count
             self.reput_from = offset
         return count

@@ -1,12 +1,12 @@
 """Message filters applied by get_message: first on the consume-queue tag hash, then on the
-record itself (SQL92 filters, added with the broker, implement the same protocol)."""
+record itself (SQL92 filters, added with the broker, implement the same protocol). No I/O here;
+tag expressions are parsed by ``pocketmq.protocol.names``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Protocol
 
-from pocketmq.protocol.message import tags_code
+from pocketmq.protocol.names import TagExpression, TagExpressionError, parse_tag_expression
 
 
 class MessageFilter(Protocol):
@@ -16,23 +16,32 @@ class MessageFilter(Protocol):
 
 
 class TagFilter:
-    """Matches messages whose TAGS hash is one of the subscribed tags ("*" matches all).
+    """Matches messages whose TAGS hash is one of a tag expression's codes.
 
     The broker filters by hash only, like RocketMQ; clients recheck the tag string.
     """
 
     __slots__ = ("codes",)
 
-    def __init__(self, tags: Iterable[str]) -> None:
-        self.codes = frozenset(tags_code(t) for t in tags)
+    def __init__(self, codes: frozenset[int]) -> None:
+        self.codes = codes
+
+    @classmethod
+    def of(cls, expression: TagExpression) -> TagFilter | None:
+        """The filter of a parsed expression; None when it matches every tag."""
+        return None if expression.matches_all else cls(expression.codes)
 
     @classmethod
     def parse(cls, expression: str | None) -> TagFilter | None:
-        """``"TagA || TagB"`` -> a filter; ``None``, ``""`` or ``"*"`` -> no filter."""
-        if expression is None or expression.strip() in ("", "*"):
+        """``"TagA || TagB"`` -> a filter; ``None``, ``""`` or ``"*"`` -> no filter.
+
+        An expression naming no tag (``"||"``) also gets no filter: a 4.x client refuses to
+        send one, and the remoting broker has always served it as ``"*"``.
+        """
+        try:
+            return cls.of(parse_tag_expression(expression))
+        except TagExpressionError:
             return None
-        tags = [t.strip() for t in expression.split("||") if t.strip()]
-        return cls(tags) if tags else None
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         return tags_code in self.codes

@@ -123,7 +123,7 @@ class FlushCommitLogService:
                 # A failed fdatasync may have dropped dirty pages: nothing after the last good
                 # flush can be promised durable, so the store stops taking writes.
                 log.error("commitlog flush failed: %s", exc)
-                self.commitlog.write_error = f"commitlog flush failed: {exc}"
+                self.commitlog.fail_writes(exc, "commitlog flush failed")
                 flushed = self.commitlog.mfq.flushed_where
                 ok = False
             if waiting:

@@ -22,6 +22,7 @@ import struct
 import threading
 from pathlib import Path
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import (
     KEY_SEPARATOR,
     SysFlag,
@@ -39,6 +40,11 @@ from pocketmq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qqqqii")
+# The IndexHeader fields, in their order on disk (IndexFile's attributes of the same names).
+_HEADER_FIELDS = (
+    "begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset",
+    "hash_slot_count", "index_count",
+)  # fmt: skip
 _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -61,14 +67,8 @@ class IndexFile:
         self.mf = mf
         self.slot_num = slot_num
         self.index_num = index_num
-        (
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        ) = _HEADER.unpack_from(mf.mm, 0)
+        for name, value in zip(_HEADER_FIELDS, _HEADER.unpack_from(mf.mm, 0), strict=True):
+            setattr(self, name, value)
         if self.index_count <= 0:
             self.index_count = 1
         self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
@@ -114,16 +114,7 @@ class IndexFile:
 
     def _write_header(self) -> None:
         self.dirty = True
-        _HEADER.pack_into(
-            self.mf.mm,
-            0,
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        )
+        _HEADER.pack_into(self.mf.mm, 0, *map(self.__getattribute__, _HEADER_FIELDS))
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for a key whose index_key_hash is key_hash; False when full."""
@@ -248,8 +239,11 @@ class IndexFile:
 class IndexService:
     """The list of index files, newest last; builds entries and answers key queries."""
 
-    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+    def __init__(
+        self, directory: Path, slot_num: int, index_num: int, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.directory = directory
+        self.clock = clock  # names new index files
         self.slot_num = slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
@@ -297,7 +291,7 @@ class IndexService:
                 return self.files[-1]
             previous = self.files[-1] if self.files else None
             size = IndexFile.file_size(self.slot_num, self.index_num)
-            name = index_file_name()
+            name = index_file_name(self.clock.now_ms())
             if previous is not None and name <= previous.name:
                 name = str(int(previous.name) + 1)
             mf = MappedFile.create(self.directory / name, 0, size)

@@ -17,20 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
-    SCHEDULE_TOPIC,
-    RecordError,
-    RecordInfo,
-    decode_record_info,
-    peek_record_size,
-)
+from pocketmq.protocol.message import KEY_SEPARATOR, RecordInfo, decode_record_info
+from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import BLANK_UNIT
 from pocketmq.store.dispatch import compute_tags_code, goes_to_consume_queue
 from pocketmq.store.index_file import index_key_hash
 from pocketmq.store.layout import (
-    BLANK_MAGIC,
     CONSUME_QUEUE_DIR,
     CQ_UNIT_SIZE,
     INDEX_DIR,
@@ -42,7 +36,6 @@ from pocketmq.store.layout import (
 )
 
 _MAX_PROBLEMS_KEPT = 200
-_BLANK_SIZE = 0x7FFFFFFF
 
 
 @dataclass
@@ -138,29 +131,20 @@ def _scan_commitlog(
         size = len(mm)
         records.maps.append((start, size, mm))
         expected_start = start + size
-        pos = 0
-        stop = None
-        while pos + 8 <= size:
-            total, magic = peek_record_size(mm, pos)
-            if magic == BLANK_MAGIC:
-                if total != size - pos:
-                    stop = f"blank record at {start + pos} has size {total}, {size - pos} left"
-                pos = size
-                break
-            if total == 0 and magic == 0:
-                stop = "end of data"
-                break
-            try:
-                info = decode_record_info(mm, pos, size, check_crc=verify)
-            except RecordError as exc:
-                stop = f"record at {start + pos}: {exc}"
-                break
-            if info.phy_offset != start + pos:
-                stop = f"record at {start + pos} says it is at {info.phy_offset}"
-                break
-            records.offsets.append(start + pos)
+        walk = RecordWalk(mm, base_offset=start)
+        for info in walk.records(check_crc=verify):
+            records.offsets.append(start + walk.pos)
             yield info
-            pos += total
+        pos = walk.pos
+        stop = None
+        if walk.stop is Stop.BLANK:
+            if walk.size != size - pos:
+                stop = f"blank record at {start + pos} has size {walk.size}, {size - pos} left"
+            pos = size
+        elif walk.stop is Stop.END_OF_DATA:
+            stop = "end of data"
+        elif walk.stop is Stop.DAMAGED:
+            stop = f"record at {start + pos}: {walk.detail}"
         end_offset = start + pos
         if stop == "end of data":
             later = [

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from pocketmq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from pocketmq.protocol.message import BLANK_MAGIC_CODE
 
 COMMITLOG_DIR: Final = "commitlog"
 CONSUME_QUEUE_DIR: Final = "consumequeue"
@@ -25,7 +25,6 @@ CHECKPOINT_FILE: Final = "checkpoint"
 ABORT_FILE: Final = "abort"
 LOCK_FILE: Final = "lock"
 
-MAGIC: Final = MESSAGE_MAGIC_CODE
 BLANK_MAGIC: Final = BLANK_MAGIC_CODE
 # A file must keep room for a blank record (size + magic) after its last message.
 END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
@@ -48,11 +47,10 @@ def is_offset_file_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit()
 
 
-def index_file_name(now_ms: int | None = None) -> str:
-    """yyyyMMddHHmmssSSS of the local time, as UtilAll.timeMillisToHumanString."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    t = time.localtime(ms // 1000)
-    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+def index_file_name(now_ms: int) -> str:
+    """yyyyMMddHHmmssSSS of ``now_ms`` in local time, as UtilAll.timeMillisToHumanString."""
+    t = time.localtime(now_ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{now_ms % 1000:03d}"
 
 
 def commitlog_dir(root: Path) -> Path:

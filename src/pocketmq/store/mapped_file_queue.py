@@ -8,12 +8,9 @@ which readers treat as "already removed".
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from pocketmq.store.layout import is_offset_file_name, offset_file_name
@@ -103,13 +100,6 @@ class MappedFileQueue:
             if 0 <= idx < len(files):
                 return files[idx]
             return None
-
-    def iter_from(self, offset: int) -> Iterator[MappedFile]:
-        with self.lock:
-            files = list(self.files)
-        starts = [f.file_from_offset for f in files]
-        idx = max(0, bisect.bisect_right(starts, offset) - 1)
-        yield from files[idx:]
 
     # --- writing --------------------------------------------------------------------
 
@@ -214,14 +204,6 @@ class MappedFileQueue:
             self.files = keep
             self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
 
-    def reset_to(self, offset: int) -> None:
-        """Forget every segment (used when a log is empty but must continue at ``offset``)."""
-        with self.lock:
-            for mf in self.files:
-                mf.destroy()
-            self.files = []
-            self.flushed_where = offset
-
     def delete_first(self) -> MappedFile | None:
         """Remove the oldest segment from the queue and the disk (never the only one)."""
         with self.lock:
@@ -231,9 +213,9 @@ class MappedFileQueue:
         mf.destroy()
         return mf
 
-    def expired_candidates(self, reserved_ms: int, now_ms: int | None = None) -> list[MappedFile]:
-        """Segments, oldest first, last written more than reserved_ms ago (never the last)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+    def expired_candidates(self, reserved_ms: int, now_ms: int) -> list[MappedFile]:
+        """Segments, oldest first, last written more than reserved_ms before now_ms (never the
+        last)."""
         with self.lock:
             files = self.files[:-1]
         result = []
@@ -242,7 +224,7 @@ class MappedFileQueue:
                 mtime = int(os.stat(mf.path).st_mtime * 1000)
             except FileNotFoundError:
                 continue
-            if mtime + reserved_ms <= now:
+            if mtime + reserved_ms <= now_ms:
                 result.append(mf)
             else:
                 break

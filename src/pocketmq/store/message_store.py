@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message import (
     KEY_SEPARATOR,
@@ -66,13 +67,15 @@ ArrivalListener = Callable[[str, int, int], None]
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.root = config.root
-        self.commitlog = CommitLog(config)
+        # Stamps records and index files, and decides retention.
+        self.clock = clock
+        self.commitlog = CommitLog(config, clock=clock)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.index = IndexService(
-            self.root / INDEX_DIR, config.max_hash_slot_num, config.max_index_num
+            self.root / INDEX_DIR, config.max_hash_slot_num, config.max_index_num, clock=clock
         )
         self.reput = ReputService(
             self.commitlog, [self._dispatch_cq, self._dispatch_index], config.delay_levels_ms
@@ -230,7 +233,7 @@ class MessageStore:
             cq.recover()
         assert self.checkpoint is not None
         if self.last_exit_ok:
-            result = self.commitlog.recover_normally()
+            end = self.commitlog.recover_normally()
         else:
             min_ts = (
                 self.checkpoint.min_timestamp_index()
@@ -242,8 +245,7 @@ class MessageStore:
             def redispatch(info: RecordInfo) -> None:
                 self.reput.dispatch(request_from_record(info, self.config.delay_levels_ms))
 
-            result = self.commitlog.recover_abnormally(min_ts, redispatch)
-        end = result.process_offset
+            end = self.commitlog.recover_abnormally(min_ts, redispatch)
         for cq in self._all_queues():
             cq.truncate_dirty(end)
         if self.config.message_index_enable and self.index.end_phy_offset() >= end:
@@ -581,11 +583,11 @@ class MessageStore:
     def _retention_task(self) -> None:
         self.run_retention()
 
-    def run_retention(self, now_ms: int | None = None) -> int:
+    def run_retention(self) -> int:
         """Delete expired CommitLog files (CleanCommitLogService), then the consume-queue and
         index files that only point at removed records. Returns the CommitLog files removed."""
         cfg = self.config
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.clock.now_ms()
         used, total = self.disk_usage(self.commitlog.mfq.directory)
         ratio = used * 100 / total if total else 0
         hour_ok = time.localtime(now / 1000).tm_hour in cfg.delete_hours

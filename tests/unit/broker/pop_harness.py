@@ -1,18 +1,27 @@
 """A POP service on a real store, with just what the broker gives it; shared by the POP and
-receipt-renewal tests."""
+receipt-renewal tests.
+
+On a fake clock the revive loop does not run: ``advance`` moves the clock and revives what
+fell due, so nothing waits in real time. Without one (the renewal tests) it runs as in a
+broker, on the system clock.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from broker_parts import messaging_for
 
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import Popped, PopRequest, PopService
 from pocketmq.broker.topics import TopicConfigManager
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.clock import SYSTEM_CLOCK, FakeClock
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import dlq_topic
 from pocketmq.store import MessageStore
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.filter import TagFilter
@@ -24,32 +33,49 @@ GROUP = "GID_POP"
 class Broker:
     """Just what the POP service needs, reopened on the same directory by ``restart``."""
 
-    def __init__(self, root: Path, max_attempts: int = 3) -> None:
+    def __init__(self, root: Path, max_attempts: int = 3, clock: FakeClock | None = None) -> None:
         self.root = root
         self.max_attempts = max_attempts
+        self.clock = clock
         self.open()
 
     def open(self) -> None:
+        clock = self.clock or SYSTEM_CLOCK
         self.store = MessageStore(
-            StoreConfig(store_path_root_dir=self.root, mapped_file_size_commit_log=1 << 20)
+            StoreConfig(store_path_root_dir=self.root, mapped_file_size_commit_log=1 << 20),
+            clock=clock,
         )
         self.store.open()
         self.topics = TopicConfigManager(
             self.root / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
-            default_queue_nums=2,
+            default_queue_nums=2, clock=clock,
         )  # fmt: skip
         self.topics.load()
         self.topics.create_system_if_absent(TOPIC, 2, 6)
         self.offsets = ConsumerOffsetManager(self.root / "offsets.json")
         self.offsets.load()
+        messaging = messaging_for(self.root, self.store, self.topics, self.offsets, clock)
         self.pop = PopService(
-            self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts
-        )
+            self.store, self.offsets, self.topics, "C", "broker-a", lambda _g: self.max_attempts,
+            messaging, clock=clock,
+        )  # fmt: skip
         self.pop.load()
         self.store.on_message_arrived = self.pop.on_message_arrived
 
     async def start(self) -> None:
-        await self.pop.start()
+        if self.clock is None:
+            await self.pop.start()
+
+    async def advance(self, ms: int) -> int | None:
+        """Move the fake clock on by ``ms`` and revive what fell due; returns ms until the next
+        deadline."""
+        assert self.clock is not None
+        self.clock.advance(ms)
+        return await self.pop.revive_due()
+
+    async def advance_to(self, epoch_ms: int) -> int | None:
+        assert self.clock is not None
+        return await self.advance(epoch_ms - self.clock.now_ms())
 
     async def stop(self, clean: bool = True) -> None:
         await self.pop.stop()
@@ -80,19 +106,29 @@ class Broker:
         )  # fmt: skip
         return await self.pop.pop(req, poll_ms)
 
-    def dlq(self) -> list[bytes]:
-        result = self.store.get_message(f"%DLQ%{GROUP}", 0, 0, 32)
-        return [m for m in result.messages]
+    def stored(self, topic: str) -> list[MessageExt]:
+        """Every message of ``topic``'s queue 0."""
+        result = self.store.get_message(topic, 0, 0, 32)
+        return [decode_message(m) for m in result.messages]
+
+    def dlq(self) -> list[MessageExt]:
+        return self.stored(dlq_topic(GROUP))
 
 
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    b = Broker(tmp_path)
+@asynccontextmanager
+async def running(b: Broker) -> AsyncIterator[Broker]:
     await b.start()
     try:
         yield b
     finally:
         await b.stop()
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """On the system clock, with the revive loop running."""
+    async with running(Broker(tmp_path)) as b:
+        yield b
 
 
 def bodies(popped: list[Popped]) -> list[str]:

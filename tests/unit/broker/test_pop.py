@@ -1,20 +1,26 @@
 """The POP service on a real store: pop, ack, invisible-time expiry and revive, change of
 invisible time with stale handles, DLQ after the group's deliveries, FIFO queues, and the
-in-flight state replayed from the revive log after a restart."""
+in-flight state replayed from the revive log after a restart. Time is a fake clock the tests
+move themselves."""
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from pop_harness import GROUP, TOPIC, Broker, bodies, broker, until_popped
+from pop_harness import GROUP, TOPIC, Broker, bodies, running
 
-from pocketmq.broker.pop import InvalidReceiptHandle, ReceiptHandle, pop_retry_topic
+from pocketmq.broker.pop import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.clock import FakeClock
 from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.names import pop_retry_topic
 
-__all__ = ["broker"]  # the fixture
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    async with running(Broker(tmp_path, clock=FakeClock())) as b:
+        yield b
 
 
 async def test_new_group_starts_at_the_beginning_of_a_young_queue(broker: Broker) -> None:
@@ -33,7 +39,8 @@ async def test_ack_ends_it_and_unacked_comes_back_from_the_retry_topic(broker: B
     await broker.pop.ack(GROUP, TOPIC, first["acked"].handle)
     with pytest.raises(InvalidReceiptHandle, match="stale"):
         await broker.pop.ack(GROUP, TOPIC, first["acked"].handle)
-    again = await until_popped(broker, 1)
+    await broker.advance(300)
+    again = await broker.receive()
     assert bodies(again) == ["dropped"]
     assert again[0].attempt == 2 and again[0].topic == TOPIC
     assert again[0].msg.topic == pop_retry_topic(GROUP, TOPIC)
@@ -51,9 +58,10 @@ async def test_change_invisible_time_replaces_the_handle(broker: Broker) -> None
     new = await broker.pop.change_invisible(GROUP, TOPIC, p.handle, 1500)
     with pytest.raises(InvalidReceiptHandle, match="stale"):
         await broker.pop.ack(GROUP, TOPIC, p.handle)
-    start = time.monotonic()
-    again = await until_popped(broker, 1)
-    assert time.monotonic() - start >= 1.2  # not at the first deadline
+    await broker.advance(300)
+    assert await broker.receive() == []  # not at the first deadline
+    await broker.advance_to(ReceiptHandle.decode(new).deadline)
+    again = await broker.receive()
     assert again[0].attempt == 2
     with pytest.raises(InvalidReceiptHandle):
         await broker.pop.ack(GROUP, TOPIC, new)  # expired by now
@@ -61,14 +69,14 @@ async def test_change_invisible_time_replaces_the_handle(broker: Broker) -> None
 
 async def test_dead_lettered_after_the_groups_deliveries(broker: Broker) -> None:
     await broker.send("poison")
-    attempts = [p.attempt for p in await until_popped(broker, 1)]
-    attempts += [p.attempt for p in await until_popped(broker, 1)]
-    attempts += [p.attempt for p in await until_popped(broker, 1)]
+    attempts = [p.attempt for p in await broker.receive()]
+    for _ in range(2):
+        await broker.advance(300)
+        attempts += [p.attempt for p in await broker.receive()]
     assert attempts == [1, 2, 3]
-    async with asyncio.timeout(5):
-        while not broker.dlq():
-            await asyncio.sleep(0.05)
-    assert await broker.receive(poll_ms=500) == []
+    await broker.advance(300)
+    assert broker.dlq()
+    assert await broker.receive() == []
 
 
 async def test_fifo_queue_is_blocked_until_acked_and_redelivers_in_order(broker: Broker) -> None:
@@ -82,48 +90,43 @@ async def test_fifo_queue_is_blocked_until_acked_and_redelivers_in_order(broker:
     await broker.pop.ack(GROUP, TOPIC, got["q0-0"].handle)
     await broker.pop.ack(GROUP, TOPIC, got["q1-0"].handle)
     # q0-1 and q0-2 were not acked: at their deadline they come back, in order, nothing else.
-    again = await until_popped(broker, 2, fifo=True)
+    await broker.advance(300)
+    again = await broker.receive(fifo=True)
     assert bodies(again) == ["q0-1", "q0-2"]
     assert [p.attempt for p in again] == [2, 2]
     for p in again:
         await broker.pop.ack(GROUP, TOPIC, p.handle)
     await broker.send("q0-3", queue_id=0)
-    assert bodies(await until_popped(broker, 1, fifo=True)) == ["q0-3"]
+    assert bodies(await broker.receive(fifo=True)) == ["q0-3"]
 
 
 async def test_in_flight_state_survives_a_restart(tmp_path: Path) -> None:
-    b = Broker(tmp_path)
-    await b.start()
-    try:
+    async with running(Broker(tmp_path, clock=FakeClock())) as b:
         await b.send("a")
         await b.send("b")
         got = {p.msg.body.decode(): p for p in await b.receive(invisible_ms=1500)}
         await b.pop.ack(GROUP, TOPIC, got["a"].handle)
-        popped_at = time.monotonic()
         await b.restart(clean=False)  # offsets not persisted, as after a crash
         # "b" is still invisible, "a" stays acked, and neither is popped from the queue again.
         assert await b.receive() == []
-        again = await until_popped(b, 1)
+        await b.advance(1499)
+        assert await b.receive() == []
+        await b.advance(1)
+        again = await b.receive()
         assert bodies(again) == ["b"] and again[0].attempt == 2
-        assert time.monotonic() - popped_at >= 1.3
-    finally:
-        await b.stop()
 
 
 async def test_fifo_attempts_survive_a_restart(tmp_path: Path) -> None:
-    b = Broker(tmp_path)
-    await b.start()
-    try:
+    async with running(Broker(tmp_path, clock=FakeClock())) as b:
         await b.send("f0")
         await b.send("f1")
         first = await b.receive(fifo=True, invisible_ms=300)
         assert bodies(first) == ["f0", "f1"]
         await b.pop.ack(GROUP, TOPIC, first[1].handle)
         await b.restart(clean=False)
-        again = await until_popped(b, 1, fifo=True)
+        await b.advance(300)
+        again = await b.receive(fifo=True)
         assert bodies(again) == ["f0"] and again[0].attempt == 2  # f1 stays acked
-    finally:
-        await b.stop()
 
 
 async def test_tag_filter_and_malformed_handles(broker: Broker) -> None:

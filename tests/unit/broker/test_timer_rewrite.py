@@ -9,7 +9,8 @@ import pytest
 
 from pocketmq.broker.timer import TimerMessageService, deliver_time_ms
 from pocketmq.errors import RequestError
-from pocketmq.protocol.message import TIMER_TOPIC, MessageExt
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import compute_tags_code

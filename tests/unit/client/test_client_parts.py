@@ -1,5 +1,5 @@
 """The client's pure parts, checked against RocketMQ's behaviour: queue allocation, queue
-selection with latency fault tolerance, message ids, batch bodies, routes, subscriptions,
+selection with latency fault tolerance, message ids, routes, subscriptions,
 process queues and local offsets."""
 
 from __future__ import annotations
@@ -14,20 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client.consumer import ProcessQueue
+from pocketmq.client.allocate import allocate_averagely, allocate_by_circle
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import UniqueIdGenerator
 from pocketmq.client.offset_store import LocalOffsetStore
-from pocketmq.client.producer import encode_batch, message, select_by_hash
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.producer import message, select_by_hash
 from pocketmq.client.pull import Subscription
-from pocketmq.client.route import (
-    MessageQueue,
-    TopicRoute,
-    allocate_averagely,
-    allocate_by_circle,
-)
+from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import ClientError
-from pocketmq.protocol.message import MessageExt, decode_batch_body, tags_code
+from pocketmq.protocol.message import MessageExt, tags_code
 
 
 def queues(n: int, broker: str = "b") -> list[MessageQueue]:
@@ -123,18 +119,6 @@ def test_message_id_layout() -> None:
     assert (counters[1] - counters[0]) % 65536 == 1
 
 
-def test_batch_body_round_trips_through_the_brokers_decoder() -> None:
-    msgs = [
-        message("T", b"one", tags="A", keys=["k1", "k2"]),
-        message("T", b"", properties={"x": "y"}, flag=7),
-    ]
-    parts = decode_batch_body(encode_batch(msgs))
-    assert parts == [
-        (0, b"one", {"TAGS": "A", "KEYS": "k1 k2"}),
-        (7, b"", {"x": "y"}),
-    ]
-
-
 def test_select_by_hash_uses_javas_string_hash() -> None:
     mqs = queues(4)
     # Java: "order-1".hashCode() == -1207111310, and abs(-1207111310 % 4) == 2.
@@ -208,5 +192,21 @@ def test_local_offset_store_round_trip(tmp_path: Path) -> None:
         again.path.with_name("offsets.json.bak").unlink(missing_ok=True)
         with pytest.raises(ClientError, match="offsets"):
             await LocalOffsetStore(tmp_path, "10.0.0.1@1#2", "G").load()
+
+    asyncio.run(main())
+
+
+def test_process_queue_flow_control_counts_messages_and_bytes() -> None:
+    async def main() -> None:
+        pq = ProcessQueue(MessageQueue("T", "b", 0), 0)
+        msgs = [MessageExt("T", b"12345", queue_offset=i) for i in range(3)]
+        pq.put(msgs)
+        assert pq.is_full(3, 1 << 20) and pq.is_full(10, 15) and not pq.is_full(4, 16)
+        waiter = asyncio.ensure_future(pq.wait_for_space())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        pq.remove(msgs[:1])  # consumption frees space: the pull resumes
+        await waiter
+        assert not pq.is_full(3, 15)
 
     asyncio.run(main())

@@ -1,4 +1,5 @@
-"""Message properties, Java string hashes, message ids and the CommitLog record codec."""
+"""Message properties, Java string hashes, message ids, the CommitLog record codec and batch
+bodies."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pocketmq.errors import ProtocolError
+from pocketmq.protocol.batch import decode_batch_body, encode_batch_body
 from pocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    Message,
     MessageConst,
     MessageExt,
     RecordError,
@@ -338,6 +341,37 @@ def test_encode_rejects_what_a_record_cannot_carry() -> None:
     with pytest.raises(ProtocolError):
         too_long = {"p": "v" * MAX_PROPERTIES_LENGTH}
         encode_record(MessageExt(topic="T", body=b"x", properties=too_long))
+
+
+# --- batch bodies ---------------------------------------------------------------------------
+
+
+def test_batch_body_round_trips_through_the_brokers_decoder() -> None:
+    msgs = [
+        Message("T", b"one", properties={"TAGS": "A", "KEYS": "k1 k2"}),
+        Message("T", b"", 7, {"x": "y"}),
+    ]
+    parts = decode_batch_body(encode_batch_body(msgs))
+    assert parts == [
+        (0, b"one", {"TAGS": "A", "KEYS": "k1 k2"}),
+        (7, b"", {"x": "y"}),
+    ]
+
+
+def test_batch_body_layout() -> None:
+    # MessageDecoder.encodeMessages: size, magic 0, CRC 0, flag, body length, body, properties.
+    props = b"a\x01b\x02"
+    expected = struct.pack(">iiiii", 20 + 2 + 2 + 4, 0, 0, 3, 2) + b"hi"
+    expected += struct.pack(">h", 4) + props
+    assert encode_batch_body([Message("T", b"hi", 3, {"a": "b"})]) == expected
+    assert encode_batch_body([]) == b""
+
+
+def test_truncated_batch_body_is_refused() -> None:
+    body = encode_batch_body([Message("T", b"hello", 0, {"k": "v"})])
+    for cut in (1, 21, len(body) - 1):
+        with pytest.raises(ProtocolError):
+            decode_batch_body(body[:cut])
 
 
 # --- decode errors --------------------------------------------------------------------------------

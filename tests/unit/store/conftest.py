@@ -1,5 +1,5 @@
-"""Fixtures for the store tests: stores opened under tmp_path (closed at teardown) and a
-controllable clock for store timestamps."""
+"""Fixtures for the store tests: stores opened under tmp_path (closed at teardown) and a fake
+clock for store timestamps."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_helpers import FakeClock, StoreFactory, open_store, small_config
+from store_helpers import StoreFactory, open_store, small_config
 
-from pocketmq.store import commitlog as commitlog_module
+from pocketmq.clock import SYSTEM_CLOCK, Clock, FakeClock
 from pocketmq.store.message_store import MessageStore
 
 
@@ -21,11 +21,12 @@ def store_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def open_small(store_root: Path) -> Iterator[StoreFactory]:
-    """open_small(**config changes) -> an open store on store_root; closed at teardown."""
+    """open_small(clock=..., **config changes) -> an open store on store_root, on the system
+    clock unless given one; closed at teardown."""
     opened: list[MessageStore] = []
 
-    def factory(**changes: Any) -> MessageStore:
-        store = open_store(small_config(store_root, **changes))
+    def factory(*, clock: Clock = SYSTEM_CLOCK, **changes: Any) -> MessageStore:
+        store = open_store(small_config(store_root, **changes), clock)
         opened.append(store)
         return store
 
@@ -35,8 +36,6 @@ def open_small(store_root: Path) -> Iterator[StoreFactory]:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """Store timestamps come from clock.now_ms (the CommitLog reads time.time_ns)."""
-    fake = FakeClock(1_700_000_000_000)
-    monkeypatch.setattr(commitlog_module, "time", fake)
-    return fake
+def clock() -> FakeClock:
+    """For ``open_small(clock=clock)``: store timestamps the test chooses."""
+    return FakeClock(1_700_000_000_000)

@@ -1,5 +1,5 @@
-"""Helpers shared by the store tests: tiny segment sizes so that files roll, puts run through
-asyncio.run, and a fake clock for the CommitLog's store timestamps."""
+"""Helpers shared by the store tests: tiny segment sizes so that files roll, and puts run
+through asyncio.run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import MessageExt
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.message_store import MessageStore
@@ -32,8 +33,8 @@ def small_config(root: Path, **changes: Any) -> StoreConfig:
     return StoreConfig(store_path_root_dir=root, **{**SMALL, **changes})
 
 
-def open_store(config: StoreConfig) -> MessageStore:
-    store = MessageStore(config)
+def open_store(config: StoreConfig, clock: Clock = SYSTEM_CLOCK) -> MessageStore:
+    store = MessageStore(config, clock=clock)
     # The housekeeping thread checks the disk every second; keep the real disk out of it.
     store.disk_usage = lambda _path: (10, 100)
     store.open()
@@ -92,13 +93,3 @@ def read_queue(store: MessageStore, topic: str, queue_id: int, start: int = 0) -
             return out
         out.extend(got.messages)
         offset = got.next_begin_offset
-
-
-class FakeClock:
-    """Stands in for the CommitLog's ``time`` module, so tests choose store timestamps."""
-
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def time_ns(self) -> int:
-        return self.now_ms * 1_000_000

@@ -1,21 +1,24 @@
 """SYNC_FLUSH group commit: every waiting put is acknowledged only once an fdatasync covered its
-bytes, late ones get FLUSH_DISK_TIMEOUT, a failed sync fails them and stops the writes.
+bytes, late ones get FLUSH_DISK_TIMEOUT, a failed sync fails them and stops the writes. A failed
+append stops them too (the fault hook), leaving nothing of itself behind.
 
 The CommitLog flush is wrapped so that a test can hold it (a gate) or make it fail."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from store_helpers import StoreFactory, msg, put
+from store_helpers import StoreFactory, msg, put, put_batch, put_ok, read_queue
 
-from pocketmq.protocol.message import MessageConst
+from pocketmq.errors import StoreWriteError
+from pocketmq.protocol.message import MessageConst, decode_message
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.message_store import MessageStore
-from pocketmq.store.results import PutResult, PutStatus
+from pocketmq.store.results import GetStatus, PutResult, PutStatus
 
 
 class FlushProbe:
@@ -102,8 +105,8 @@ def test_failed_flush_fails_the_waiting_put_and_refuses_writes(
     probe.gate.set()
     result = put(store, msg())
     assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
-    assert store.commitlog.write_error is not None
-    assert "Input/output error" in store.commitlog.write_error
+    assert isinstance(store.commitlog.write_error, StoreWriteError)
+    assert "Input/output error" in str(store.commitlog.write_error)
     assert put(store, msg()).status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
@@ -116,3 +119,48 @@ def test_wait_false_put_does_not_wait_for_the_flush(
     probe.gate.set()
     assert put(store, msg()).status is PutStatus.PUT_OK
     assert store.commitlog.mfq.flushed_where >= result.next_offset
+
+
+def _write_position(store: MessageStore) -> tuple[int, int]:
+    last = store.commitlog.mfq.last()
+    assert last is not None
+    return store.max_phy_offset(), last.wrote_position
+
+
+def test_a_failed_write_sticks_and_leaves_nothing_behind(open_small: StoreFactory) -> None:
+    store = open_small()
+    first = put_ok(store, msg(body=b"kept"))
+    commitlog = store.commitlog
+    before = _write_position(store)
+    queue_before = store.get_max_offset_in_queue("T", 0)
+    commitlog._fail_next_write = True
+
+    failed = put_batch(store, [msg(body=b"torn"), msg(body=b"never")])
+    assert failed.status is PutStatus.UNKNOWN_ERROR
+    error = commitlog.write_error
+    assert isinstance(error, StoreWriteError)
+    assert isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.EIO
+    assert f"commitlog write at {first.next_offset} failed" in failed.detail
+
+    for attempt in ([msg(body=b"later")], [msg(), msg()]):
+        refused = put_batch(store, attempt)
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert refused.detail == str(error)
+    # Later failures do not replace the first.
+    assert commitlog.fail_writes(OSError(errno.ENOSPC, "No space"), "flush") is error
+    assert commitlog.write_error is error
+
+    # Nothing of the failed put is visible: offsets, queues and reads are as before it.
+    assert _write_position(store) == before
+    assert store.get_max_offset_in_queue("T", 0) == queue_before
+    assert commitlog.read_record(first.next_offset) is None
+    assert [decode_message(r).body for r in read_queue(store, "T", 0)] == [b"kept"]
+    assert store.get_message("T", 0, 1, 1).status is GetStatus.OFFSET_OVERFLOW_ONE
+
+    # Reopened, the store takes writes again, and the torn bytes never surface.
+    store.close()
+    again = open_small()
+    assert again.commitlog.write_error is None
+    assert again.max_phy_offset() == first.next_offset
+    assert put_ok(again, msg(body=b"after")).phy_offset == first.next_offset
+    assert [decode_message(r).body for r in read_queue(again, "T", 0)] == [b"kept", b"after"]

@@ -1,5 +1,5 @@
 """Recovery by file surgery (all in-process): open a store, write, close it, damage its files,
-reopen. Also retention, the disk-full refusal and the atomic JSON config files."""
+reopen. Also retention and the disk-full refusal."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from store_helpers import (
-    FakeClock,
     StoreFactory,
     msg,
     put,
@@ -23,10 +21,10 @@ from store_helpers import (
     segment_paths,
 )
 
-from pocketmq.errors import StoreError
-from pocketmq.protocol.message import SCHEDULE_TOPIC, SysFlag, decode_message
+from pocketmq.clock import FakeClock
+from pocketmq.protocol.message import SysFlag, decode_message
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
-from pocketmq.store.config_file import read_json, write_json_atomic
 
 SEGMENT = 4096
 CQ_FILE = 200
@@ -158,15 +156,15 @@ def test_stale_abort_marker_keeps_the_same_state(
 def test_abnormal_recovery_redispatches_from_the_checkpoint(
     open_small: StoreFactory, store_root: Path, clock: FakeClock
 ) -> None:
-    store = open_small()
+    store = open_small(clock=clock)
     for i in range(40):
-        clock.now_ms += 1000  # records one second apart, so the checkpoint picks a segment
+        clock.advance(1000)  # records one second apart, so the checkpoint picks a segment
         put_ok(store, msg(body=b"x" * 300, keys=f"k{i}"))
     keys = [("T", "k0"), ("T", "k38"), ("T", "k39")]
     before = snapshot(store, [("T", 0)], keys)
     store.close()
     physic_ts, logics_ts = struct.unpack_from(">qq", (store_root / "checkpoint").read_bytes())
-    assert physic_ts == logics_ts == clock.now_ms
+    assert physic_ts == logics_ts == clock.now_ms()
     # The last three consume-queue units never reached the disk before the crash.
     cq_last = sorted((store_root / "consumequeue" / "T" / "0").iterdir())[-1]
     os.truncate(cq_last, 7 * 20)
@@ -373,8 +371,7 @@ def test_retention_deletes_old_segments_queue_files_and_index_files(
 
     segments = [store_root / "commitlog" / n for n in names]
     _age(segments[:3], 2 * 3600)
-    now_ms = int(time.time() * 1000)
-    assert store.run_retention(now_ms=now_ms) == 3
+    assert store.run_retention() == 3
     assert commitlog_names(store_root) == names[3:]
     first = int(names[3])
     assert store.min_phy_offset() == first
@@ -396,7 +393,7 @@ def test_retention_deletes_old_segments_queue_files_and_index_files(
 
     # Everything old: every segment goes but the last one, which is still being written.
     _age([store_root / "commitlog" / n for n in commitlog_names(store_root)], 2 * 3600)
-    store.run_retention(now_ms=now_ms)
+    store.run_retention()
     assert commitlog_names(store_root) == names[-1:]
     assert store.get_max_offset_in_queue("T", 0) == 70
     new = put_ok(store, msg())
@@ -415,17 +412,19 @@ def test_retention_waits_for_the_delete_hour_and_expiry(
 ) -> None:
     now_ms = int(time.time() * 1000)
     other_hour = (time.localtime(now_ms / 1000).tm_hour + 1) % 24
-    store = open_small(file_reserved_time=1, delete_when=f"{other_hour:02d}")
+    store = open_small(
+        clock=FakeClock(now_ms), file_reserved_time=1, delete_when=f"{other_hour:02d}"
+    )
     fill_queue(store, 30)
     store.commitlog.flush()
     names = commitlog_names(store_root)
     _age([store_root / "commitlog" / n for n in names], 2 * 3600)
-    assert store.run_retention(now_ms=now_ms) == 0  # not the hour, disk not short
+    assert store.run_retention() == 0  # not the hour, disk not short
     assert commitlog_names(store_root) == names
 
     store.config = store.config.replace(delete_when=EVERY_HOUR)
     _age([store_root / "commitlog" / n for n in names], 60)  # expired? not yet: kept 1 hour
-    assert store.run_retention(now_ms=now_ms) == 0
+    assert store.run_retention() == 0
 
 
 def test_retention_deletes_forcibly_when_the_disk_is_short(
@@ -460,39 +459,3 @@ def test_disk_full_refuses_writes_until_space_is_back(open_small: StoreFactory) 
     store.disk_usage = lambda _path: (50, 100)
     store.check_disk()
     assert put_ok(store, msg()).queue_offset == 1
-
-
-# --- config files ------------------------------------------------------------------------------
-
-
-def test_write_json_atomic_keeps_a_backup(tmp_path: Path) -> None:
-    path = tmp_path / "config" / "topics.json"
-    assert read_json(path) is None
-    write_json_atomic(path, {"version": 1, "topics": {"A": 4}})
-    assert read_json(path) == {"version": 1, "topics": {"A": 4}}
-    assert not path.with_name("topics.json.bak").exists()
-    write_json_atomic(path, {"version": 2, 5: "int keys become strings"})
-    assert read_json(path) == {"version": 2, "5": "int keys become strings"}
-    assert orjson.loads(path.with_name("topics.json.bak").read_bytes())["version"] == 1
-    assert not path.with_name("topics.json.tmp").exists()
-
-
-def test_read_json_falls_back_to_the_backup(tmp_path: Path) -> None:
-    path = tmp_path / "offsets.json"
-    write_json_atomic(path, {"v": 1})
-    write_json_atomic(path, {"v": 2})
-    path.write_bytes(b'{"v": 3, "tor')  # a torn write of the main file
-    assert read_json(path) == {"v": 1}
-    path.unlink()
-    assert read_json(path) == {"v": 1}
-    path.with_name("offsets.json.bak").write_bytes(b"\x00garbage")
-    path.write_bytes(b"not json either")
-    with pytest.raises(StoreError, match="no readable copy"):
-        read_json(path)
-
-
-def test_write_json_atomic_reports_errors(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("a file where a directory should be")
-    with pytest.raises(StoreError, match="cannot write"):
-        write_json_atomic(blocker / "x.json", {"a": 1})

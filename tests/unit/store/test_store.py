@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from store_helpers import (
-    FakeClock,
     StoreFactory,
     msg,
     put,
@@ -19,10 +18,10 @@ from store_helpers import (
     small_config,
 )
 
+from pocketmq.clock import FakeClock
 from pocketmq.errors import ProtocolError, StoreError
 from pocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
-    SCHEDULE_TOPIC,
     SysFlag,
     create_offset_msg_id,
     decode_message,
@@ -30,6 +29,7 @@ from pocketmq.protocol.message import (
     peek_record_size,
     tags_code,
 )
+from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutStatus, TagFilter
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.layout import is_offset_file_name
@@ -315,14 +315,14 @@ def test_view_and_look_by_offset(open_small: StoreFactory) -> None:
 def test_query_by_keys_and_uniq_key_in_a_time_range(
     open_small: StoreFactory, clock: FakeClock
 ) -> None:
-    store = open_small()
-    base = clock.now_ms
+    store = open_small(clock=clock)
     stamps = []
     for i in range(6):
-        clock.now_ms = base + i * 10_000
+        if i:
+            clock.advance(10_000)
         props = {"UNIQ_KEY": f"U{i}"}
         put_ok(store, msg(body=f"m{i}".encode(), keys=f"order{i % 2} id{i}", properties=props))
-        stamps.append(clock.now_ms)
+        stamps.append(clock.now_ms())
     put_ok(store, msg(topic="Other", keys="order0 id0"))
 
     def bodies(key: str, begin: int = 0, end: int = 2**62, topic: str = "T") -> list[bytes]:
@@ -385,10 +385,11 @@ def test_query_across_index_files(open_small: StoreFactory, store_root: Path) ->
 
 
 def test_offset_in_queue_by_time(open_small: StoreFactory, clock: FakeClock) -> None:
-    store = open_small()
-    base = clock.now_ms
+    store = open_small(clock=clock)
+    base = clock.now_ms()
     for i in range(10):
-        clock.now_ms = base + i * 1000
+        if i:
+            clock.advance(1000)
         put_ok(store, msg(body=str(i).encode()))
     assert store.get_offset_in_queue_by_time("T", 0, base - 5000) == 0
     assert store.get_offset_in_queue_by_time("T", 0, base) == 0

@@ -1,12 +1,15 @@
-"""JSON config files under {store}/config, written atomically (ConfigManager.persist).
+"""JSON files written atomically: the broker's and NameServer's metadata under {store}/config
+(ConfigManager.persist) and a broadcasting consumer's local offsets.
 
-A write goes to ``name.tmp`` (fsynced), the current file is kept as ``name.bak``, and the temp
-file is renamed over the original; the directory is fsynced so the rename survives power loss.
-Loading falls back to the ``.bak`` when the main file is missing or unreadable.
+A write serializes the value first, then goes to ``name.tmp`` (fsynced); the current file is
+kept as ``name.bak`` and the temp file is renamed over the original; the directory is fsynced
+so that the rename survives power loss. Loading falls back to the ``.bak`` when the main file
+is missing or unreadable. Nothing else here: what the files hold is the callers' business.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -23,17 +26,27 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Replace path with data as JSON; the previous version is kept as path.bak.
 
     Raises:
-        StoreError: the file cannot be written (the previous version stays in place).
+        StoreError: data cannot be serialized (an int beyond 64 bits, a non-JSON type), or the
+            file cannot be written. Either way the previous version stays in place and no
+            partial file is left behind.
     """
+    try:
+        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        raise StoreError(f"cannot write {path}: the value is not serializable: {exc}") from exc
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
-    payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
         if path.exists():
             os.replace(path, bak)
         os.replace(tmp, path)

@@ -1,127 +1,73 @@
-"""POP consumption (RocketMQ 5's PopMessageProcessor, AckMessageProcessor,
-ChangeInvisibleTimeProcessor and PopReviveService), which the 5.x gRPC endpoint serves.
+"""POP consumption (RocketMQ 5's PopMessageProcessor, AckMessageProcessor and
+ChangeInvisibleTimeProcessor), which the 5.x gRPC endpoint serves.
 
 A consumer pops messages instead of pulling a queue it owns: the broker picks them from any
 queue of the topic and makes them invisible to the group for an invisible duration, with a
 receipt handle per message. An ack ends a message's life in the group; a message not acked in
-time becomes visible again with delivery attempt + 1, and goes to ``%DLQ%{group}`` once the
-group's maximum of deliveries is spent.
+time becomes visible again with delivery attempt + 1 (see ``revive``), and goes to
+``%DLQ%{group}`` once the group's maximum of deliveries is spent.
 
 - Concurrent groups: popping moves the group's offset past the messages at once, as RocketMQ
-  does. An unacked message is *revived* at its deadline: copied into the pop retry topic
-  ``%RETRY%{group}_{topic}`` with reconsume times + 1, which later pops read (one pop in five
-  looks there first).
+  does; later pops also read the group's POP retry topic (one pop in five looks there first).
 - FIFO groups: the offset moves only over acked messages, and a queue with messages in flight
   is skipped, so one queue, hence one message group, is consumed in order one batch at a time.
   When the deadline passes, the same messages are popped again, with the attempt counted.
 
-State that must survive a crash lives in the CommitLog, in the system topic
-``rmq_sys_REVIVE_LOG_{cluster}``: a checkpoint record (tag ``ck``) per pop of one queue and an
-ack record (tag ``ack``) per ack, change of invisible time or revive, with RocketMQ's JSON
-field names. On start the log is replayed from the oldest checkpoint still in flight (kept as
-the offset of ``CID_RMQ_SYS_REVIVE_GROUP``), which rebuilds deadlines, FIFO attempts and
-offsets. Checkpoints are stored like messages (waiting for the flush under SYNC_FLUSH), so an
-in-flight message survives whatever its message would; a lost ack only means a redelivery.
+State that must survive a crash lives in the CommitLog, in the revive log (see ``records``).
+On load the log is replayed from the oldest checkpoint still in flight (kept as the offset of
+``CID_RMQ_SYS_REVIVE_GROUP``), which rebuilds deadlines, FIFO attempts and offsets. Every
+time is read from the injected clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import heapq
 import logging
 import os
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.offsets import ConsumerOffsetManager
-from pocketmq.broker.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfigManager,
+from pocketmq.broker.pop.handle import InvalidReceiptHandle, ReceiptHandle
+from pocketmq.broker.pop.inflight import InFlight, InFlightTable, Key
+from pocketmq.broker.pop.records import (
+    ACK_TAG,
+    CK_TAG,
+    AckRecord,
+    PopCheckpoint,
+    UnreadableRecord,
+    record_message,
 )
+from pocketmq.broker.pop.revive import PopReviveService
+from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
-from pocketmq.namesrv.route_table import PERM_READ, PERM_WRITE
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageExt, decode_message
+from pocketmq.protocol.names import (
+    PERM_READ,
+    REVIVE_GROUP,
+    is_retry_topic,
+    pop_retry_topic,
+    revive_topic,
+)
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import TagFilter
 from pocketmq.store.results import GetStatus, PutResult
-from pocketmq.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from pocketmq.broker.messaging import MessagingService
 
 log = logging.getLogger(__name__)
 
-REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
-REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
-CK_TAG = "ck"
-ACK_TAG = "ack"
 # The share of pops that look in the retry topic first (popFromRetryProbability, percent).
 POP_FROM_RETRY_PROBABILITY = 20
-# A revive whose put fails (disk full, store closing) is tried again after this.
-RETRY_AFTER_FAILURE_MS = 1_000
 # A message within this many CommitLog bytes of its end is "in memory" (4.x's
 # accessMessageInMemoryMaxRatio, 40% of physical memory): a new group of a queue whose first
 # message is that young starts at the beginning.
 _IN_MEMORY_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 0.4
-_NORMAL, _RETRY = "0", "1"
-
-
-def pop_retry_topic(group: str, topic: str) -> str:
-    """RocketMQ's pop retry topic (KeyBuilder.buildPopRetryTopicV1)."""
-    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
-
-
-class InvalidReceiptHandle(RequestError):
-    """A receipt handle that is malformed, stale (its message was acked, changed or redelivered
-    since) or expired."""
-
-    def __init__(self, remark: str) -> None:
-        super().__init__(ResponseCode.NO_MESSAGE, remark)
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiptHandle:
-    """Laid out as RocketMQ's ExtraInfoUtil writes it: ``startOffset popTime invisibleTime
-    reviveQid topicType brokerName queueId queueOffset``, space separated."""
-
-    start_offset: int
-    pop_time: int
-    invisible_ms: int
-    retry: bool
-    broker_name: str
-    queue_id: int
-    queue_offset: int
-
-    def encode(self) -> str:
-        return " ".join(
-            (
-                str(self.start_offset), str(self.pop_time), str(self.invisible_ms), "0",
-                _RETRY if self.retry else _NORMAL, self.broker_name, str(self.queue_id),
-                str(self.queue_offset),
-            )
-        )  # fmt: skip
-
-    @classmethod
-    def decode(cls, text: str) -> ReceiptHandle:
-        parts = text.split(" ")
-        if len(parts) != 8 or parts[4] not in (_NORMAL, _RETRY):
-            raise InvalidReceiptHandle(f"receipt handle {text!r} is malformed")
-        try:
-            return cls(
-                int(parts[0]), int(parts[1]), int(parts[2]), parts[4] == _RETRY, parts[5],
-                int(parts[6]), int(parts[7]),
-            )  # fmt: skip
-        except ValueError:
-            raise InvalidReceiptHandle(f"receipt handle {text!r} is malformed") from None
-
-    @property
-    def deadline(self) -> int:
-        return self.pop_time + self.invisible_ms
 
 
 @dataclass(slots=True)
@@ -147,27 +93,8 @@ class PopRequest:
     max_attempts: int
 
 
-# (group, topic popped from, queue id, queue offset)
-Key = tuple[str, str, int, int]
-QueueKey = tuple[str, str, int]
-
-
-@dataclass(slots=True)
-class InFlight:
-    pop_time: int
-    deadline: int
-    ck_offset: int  # where its checkpoint record is in the revive queue
-    reconsume: int  # deliveries before this one
-    fifo: bool
-    subscribed: str  # the topic the consumer asked for
-
-
-@dataclass(slots=True)
-class _FifoQueue:
-    """What a FIFO group has done past its committed offset in one queue."""
-
-    done: set[int] = field(default_factory=set)  # acked, dead-lettered or filtered out
-    attempts: dict[int, int] = field(default_factory=dict)  # deliveries so far
+# Messages found to be dead while popping: (message, key, its delivery if in flight).
+_Dead = list[tuple[MessageExt, Key, InFlight | None]]
 
 
 class PopService:
@@ -179,21 +106,20 @@ class PopService:
         cluster: str,
         broker_name: str,
         max_attempts_of: Callable[[str], int],
+        messaging: MessagingService,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.offsets = offsets
         self.topics = topics
         self.broker_name = broker_name
-        self.revive_topic = REVIVE_TOPIC_PREFIX + cluster
-        self._max_attempts_of = max_attempts_of
-        self.inflight: dict[Key, InFlight] = {}
-        self._fifo: dict[QueueKey, _FifoQueue] = {}
-        self._deadlines: list[tuple[int, Key, int]] = []
+        self.clock = clock
+        self.revive_topic = revive_topic(cluster)
+        self.table = InFlightTable()
+        self.reviver = PopReviveService(self, store, messaging, clock, max_attempts_of)
         self._turn = 0
         # Pops waiting for a message to arrive in a topic, or a FIFO queue to unblock.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._wake_reviver = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._last_pop_time = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -214,71 +140,68 @@ class PopService:
                 self._replay(decode_message(raw), qo)
                 records += 1
             offset = result.next_begin_offset
-        for (group, topic, queue_id), _ in list(self._fifo.items()):
-            self._advance_fifo(group, topic, queue_id)
+        for queue in self.table.fifo_queues():
+            self._advance_fifo(*queue)
         if records:
-            log.info("pop state replayed: %d records, %d in flight", records, len(self.inflight))
+            log.info("pop state replayed: %d records, %d in flight", records, len(self.table))
 
     def _replay(self, rec: MessageExt, revive_offset: int) -> None:
         try:
-            data = orjson.loads(rec.body)
             if rec.tags == CK_TAG:
-                self._replay_ck(data, revive_offset)
+                self._replay_ck(PopCheckpoint.from_json(rec.body), revive_offset)
             elif rec.tags == ACK_TAG:
-                key = (data["c"], data["t"], int(data["q"]), int(data["ao"]))
-                entry = self.inflight.get(key)
-                if entry is not None and entry.pop_time == int(data["pt"]):
-                    self._resolve(key, entry)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                ack = AckRecord.from_json(rec.body)
+                key = (ack.group, ack.topic, ack.queue_id, ack.ack_offset)
+                entry = self.table.get(key)
+                if entry is not None and entry.pop_time == ack.pop_time:
+                    self.resolve(key, entry)
+        except UnreadableRecord as exc:
             log.error("revive record %d is unreadable, skipped: %s", revive_offset, exc)
 
-    def _replay_ck(self, ck: dict[str, Any], revive_offset: int) -> None:
-        group, topic, queue_id = str(ck["c"]), str(ck["t"]), int(ck["q"])
-        start, pop_time, invisible = int(ck["so"]), int(ck["pt"]), int(ck["it"])
-        offsets = [start + int(d) for d in ck["d"]]
-        reconsumes = [int(r) for r in ck.get("rt") or [0] * len(offsets)]
-        fifo = bool(ck.get("o"))
-        subscribed = str(ck.get("st") or topic)
-        for offset, reconsume in zip(offsets, reconsumes, strict=True):
+    def _replay_ck(self, ck: PopCheckpoint, revive_offset: int) -> None:
+        for offset, reconsume in ck.messages():
             entry = InFlight(
-                pop_time, pop_time + invisible, revive_offset, reconsume, fifo, subscribed
+                ck.pop_time, ck.deadline, revive_offset, reconsume, ck.fifo, ck.subscribed
             )
-            self._add((group, topic, queue_id, offset), entry)
-        next_begin = int(ck["nb"])
-        if fifo:
-            state = self._fifo.setdefault((group, topic, queue_id), _FifoQueue())
-            for offset, reconsume in zip(offsets, reconsumes, strict=True):
+            self._add((ck.group, ck.topic, ck.queue_id, offset), entry)
+        if ck.fifo:
+            state = self.table.fifo_queue((ck.group, ck.topic, ck.queue_id))
+            for offset, reconsume in ck.messages():
                 state.attempts[offset] = reconsume + 1
             # Offsets of the popped range that were not delivered were filtered out.
-            committed = self.offsets.query(group, topic, queue_id)
-            state.done.update(set(range(max(start, committed), next_begin)) - set(offsets))
-        elif next_begin > self.offsets.query(group, topic, queue_id):
-            self.offsets.commit(group, topic, queue_id, next_begin)
+            committed = self.offsets.query(ck.group, ck.topic, ck.queue_id)
+            popped = range(max(ck.start_offset, committed), ck.next_begin)
+            state.done.update(set(popped) - set(ck.queue_offsets))
+        elif ck.next_begin > self.offsets.query(ck.group, ck.topic, ck.queue_id):
+            self.offsets.commit(ck.group, ck.topic, ck.queue_id, ck.next_begin)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._revive_loop())
+        self.reviver.start()
 
     async def stop(self) -> None:
-        await cancel_and_wait([self._task])
+        await self.reviver.stop()
         self.persist()
         for topic in list(self._waiters):
-            self._notify(topic)
+            self.notify(topic)
+
+    async def revive_due(self) -> int | None:
+        """Revive what is due by the clock now; returns ms until the next deadline (None:
+        nothing in flight). The revive loop calls this at each deadline."""
+        return await self.reviver.revive_due()
 
     def persist(self) -> None:
         """Move the replay start up to the oldest checkpoint still in flight (the offsets
         file itself is written by the broker)."""
-        # A checkpoint still being stored (offset -1) lands at or past the queue's end.
-        oldest = min(
-            (e.ck_offset for e in self.inflight.values() if e.ck_offset >= 0), default=None
-        )
+        oldest = self.table.oldest_checkpoint()
         if oldest is None:
             oldest = self.store.get_max_offset_in_queue(self.revive_topic, 0)
         self.offsets.commit(REVIVE_GROUP, self.revive_topic, 0, oldest)
 
     def on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
-        self._notify(topic)
+        self.notify(topic)
 
-    def _notify(self, topic: str) -> None:
+    def notify(self, topic: str) -> None:
+        """Pops waiting on ``topic`` look again."""
         for fut in self._waiters.pop(topic, ()):
             if not fut.done():
                 fut.set_result(None)
@@ -286,55 +209,42 @@ class PopService:
     # ------------------------------------------------------------------ in-flight table
 
     def _add(self, key: Key, entry: InFlight) -> None:
-        self.inflight[key] = entry
-        heapq.heappush(self._deadlines, (entry.deadline, key, entry.pop_time))
-        if self._deadlines[0][1] == key:
-            self._wake_reviver.set()
+        if self.table.add(key, entry):
+            self.reviver.wake()
 
-    def _resolve(self, key: Key, entry: InFlight) -> None:
+    def resolve(self, key: Key, entry: InFlight) -> None:
         """The message is done with in the group: acked, dead-lettered or revived."""
-        del self.inflight[key]
+        self.table.remove(key)
         if entry.fifo:
             group, topic, queue_id, offset = key
-            state = self._fifo.setdefault((group, topic, queue_id), _FifoQueue())
-            state.done.add(offset)
+            self.table.fifo_queue((group, topic, queue_id)).done.add(offset)
             self._advance_fifo(group, topic, queue_id)
-            self._notify(topic)
+            self.notify(topic)
+
+    async def settle(self, key: Key, entry: InFlight) -> None:
+        """Resolved, and its ack record written to the revive log."""
+        self.resolve(key, entry)
+        await self._put_log([self._ack_record(key, entry)])
 
     def _advance_fifo(self, group: str, topic: str, queue_id: int) -> None:
-        state = self._fifo.get((group, topic, queue_id))
+        state = self.table.fifo_queue_if_any((group, topic, queue_id))
         if state is None:
             return
         committed = self.offsets.query(group, topic, queue_id)
-        start = committed
-        while committed in state.done:
-            state.done.discard(committed)
-            state.attempts.pop(committed, None)
-            committed += 1
-        if committed != start:
-            self.offsets.commit(group, topic, queue_id, committed)
-
-    def _blocked(self, group: str, topic: str, queue_id: int, now: int) -> bool:
-        """A FIFO queue with a message still invisible: nothing after it may be delivered."""
-        state = self._fifo.get((group, topic, queue_id))
-        if state is None or not state.attempts:
-            return False
-        return any(
-            (entry := self.inflight.get((group, topic, queue_id, offset))) is not None
-            and entry.deadline > now
-            for offset in state.attempts
-        )
+        advanced = state.advance(committed)
+        if advanced != committed:
+            self.offsets.commit(group, topic, queue_id, advanced)
 
     def _entry(self, group: str, handle: ReceiptHandle, topic: str) -> tuple[Key, InFlight]:
         real = pop_retry_topic(group, topic) if handle.retry else topic
         key = (group, real, handle.queue_id, handle.queue_offset)
-        entry = self.inflight.get(key)
+        entry = self.table.get(key)
         if entry is None or entry.pop_time != handle.pop_time:
             raise InvalidReceiptHandle(
                 "the receipt handle is stale: the message was acked, or its invisible time "
                 "changed or ran out since"
             )
-        if entry.deadline <= _now():
+        if entry.deadline <= self.clock.now_ms():
             raise InvalidReceiptHandle("the receipt handle has expired")
         return key, entry
 
@@ -342,8 +252,10 @@ class PopService:
 
     async def pop(self, req: PopRequest, poll_ms: int) -> list[Popped]:
         """Up to ``max_nums`` messages, waiting up to ``poll_ms`` for the first one."""
-        deadline = time.monotonic() + poll_ms / 1000
+        deadline = self.clock.monotonic() + poll_ms / 1000
         topics = (req.topic, pop_retry_topic(req.group, req.topic))
+        # After a wait timed out, one last look: the clock may be one the wait did not move.
+        timed_out = False
         while True:
             # Registered before looking, so that an arrival during the look is not missed.
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -351,11 +263,13 @@ class PopService:
                 self._waiters.setdefault(topic, set()).add(fut)
             try:
                 found = await self._pop_once(req)
-                remaining = deadline - time.monotonic()
-                if found or remaining <= 0:
+                remaining = deadline - self.clock.monotonic()
+                if found or remaining <= 0 or timed_out:
                     return found
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(fut, remaining)
+                except TimeoutError:
+                    timed_out = True
             finally:
                 for topic in topics:
                     waiting = self._waiters.get(topic)
@@ -386,7 +300,7 @@ class PopService:
                     sources += retry_queues
         popped: list[Popped] = []
         batches: list[tuple[MessageExt, list[Popped]]] = []
-        dead: list[tuple[MessageExt, Key, InFlight | None]] = []
+        dead: _Dead = []
         for topic, queue_id in sources:
             if len(popped) >= req.max_nums:
                 break
@@ -395,7 +309,7 @@ class PopService:
                 popped += got
                 batches.append((self._ck_record(req, topic, queue_id, pop_time, got), got))
         for msg, key, entry in dead:
-            await self._dead_letter(req.group, msg, key, entry)
+            await self.reviver.dead_letter(req.group, msg, key, entry)
         if batches:
             result = await self.store.put_messages([ck for ck, _ in batches])
             if not result.ok:
@@ -405,12 +319,14 @@ class PopService:
             for i, (_, got) in enumerate(batches):
                 for p in got:
                     key = (req.group, p.msg.topic, p.msg.queue_id, p.msg.queue_offset)
-                    self.inflight[key].ck_offset = result.queue_offset + i
+                    entry = self.table.get(key)
+                    if entry is not None:
+                        entry.ck_offset = result.queue_offset + i
         return popped
 
     def _pop_time(self) -> int:
         # Strictly increasing: a handle is told from the one it replaced by its pop time.
-        self._last_pop_time = max(_now(), self._last_pop_time + 1)
+        self._last_pop_time = max(self.clock.now_ms(), self._last_pop_time + 1)
         return self._last_pop_time
 
     def _init_offset(self, topic: str, queue_id: int) -> int:
@@ -418,7 +334,7 @@ class PopService:
         topic at its start; a queue whose first message is still in memory at its start;
         otherwise at its last message."""
         min_offset = self.store.get_min_offset_in_queue(topic, queue_id)
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if is_retry_topic(topic):
             return min_offset
         max_offset = self.store.get_max_offset_in_queue(topic, queue_id)
         if min_offset <= 0 < max_offset:
@@ -434,16 +350,16 @@ class PopService:
         queue_id: int,
         pop_time: int,
         want: int,
-        dead: list[tuple[MessageExt, Key, InFlight | None]],
+        dead: _Dead,
     ) -> list[Popped]:
         group = req.group
-        if req.fifo and self._blocked(group, topic, queue_id, pop_time):
+        if req.fifo and self.table.blocked((group, topic, queue_id), pop_time):
             return []
         offset = self.offsets.query(group, topic, queue_id)
         if offset < 0:
             offset = self._init_offset(topic, queue_id)
             self.offsets.commit(group, topic, queue_id, offset)
-        state = self._fifo.setdefault((group, topic, queue_id), _FifoQueue()) if req.fifo else None
+        state = self.table.fifo_queue((group, topic, queue_id)) if req.fifo else None
         popped: list[Popped] = []
         while len(popped) < want:
             result = self.store.get_message(topic, queue_id, offset, want - len(popped), req.tags)
@@ -471,7 +387,7 @@ class PopService:
                     continue
                 key = (group, topic, queue_id, qo)
                 reconsume = state.attempts.get(qo, 0) if state is not None else msg.reconsume_times
-                old = self.inflight.get(key)
+                old = self.table.get(key)
                 if state is not None and old is not None and old.deadline > pop_time:
                     break  # still invisible: later ones wait for it
                 if reconsume >= req.max_attempts:
@@ -501,56 +417,43 @@ class PopService:
             offset = result.next_begin_offset
         return popped
 
+    # ------------------------------------------------------------------ revive-log records
+
     def _ck_record(
         self, req: PopRequest, topic: str, queue_id: int, pop_time: int, got: list[Popped]
     ) -> MessageExt:
-        start = got[0].msg.queue_offset
         next_begin = (
             self.offsets.query(req.group, topic, queue_id)
             if not req.fifo
             else got[-1].msg.queue_offset + 1
         )
-        ck = {
-            "so": start,
-            "pt": pop_time,
-            "it": req.invisible_ms,
-            "bm": 0,
-            "n": len(got),
-            "q": queue_id,
-            "t": topic,
-            "c": req.group,
-            "ro": 0,
-            "d": [p.msg.queue_offset - start for p in got],
-            "bn": self.broker_name,
-            # Ours: the offset past the popped range, reconsume times, FIFO, subscribed topic.
-            "nb": next_begin,
-            "rt": [p.attempt - 1 for p in got],
-            "o": req.fifo,
-            "st": req.topic,
-        }
-        return self._record(CK_TAG, ck, wait=True)
-
-    def _record(self, tag: str, data: dict[str, object], *, wait: bool) -> MessageExt:
-        props = {MessageConst.TAGS: tag}
-        if not wait:
-            props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        return MessageExt(
-            topic=self.revive_topic,
-            body=orjson.dumps(data),
-            queue_id=0,
-            properties=props,
-            born_timestamp=_now(),
-            store_host=self.store.commitlog.store_host,
-        )
+        ck = PopCheckpoint(
+            group=req.group, topic=topic, queue_id=queue_id,
+            start_offset=got[0].msg.queue_offset, pop_time=pop_time,
+            invisible_ms=req.invisible_ms, queue_offsets=tuple(p.msg.queue_offset for p in got),
+            broker_name=self.broker_name, next_begin=next_begin,
+            reconsumes=tuple(p.attempt - 1 for p in got), fifo=req.fifo, subscribed=req.topic,
+        )  # fmt: skip
+        return self._record(ck)
 
     def _ack_record(self, key: Key, entry: InFlight) -> MessageExt:
         group, topic, queue_id, offset = key
-        return self._record(
-            ACK_TAG,
-            {"ao": offset, "so": offset, "c": group, "t": topic, "q": queue_id,
-             "pt": entry.pop_time, "bn": self.broker_name},
-            wait=False,
+        ack = AckRecord(
+            group=group, topic=topic, queue_id=queue_id, ack_offset=offset, start_offset=offset,
+            pop_time=entry.pop_time, broker_name=self.broker_name,
         )  # fmt: skip
+        return self._record(ack)
+
+    def _record(self, record: PopCheckpoint | AckRecord) -> MessageExt:
+        return record_message(
+            record, self.revive_topic, self.clock.now_ms(), self.store.commitlog.store_host
+        )
+
+    async def _put_log(self, records: list[MessageExt]) -> PutResult:
+        result = await self.store.put_messages(records)
+        if not result.ok:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"revive log put failed: {result.detail}")
+        return result
 
     # ------------------------------------------------------------------ ack, change, DLQ
 
@@ -558,8 +461,7 @@ class PopService:
         """Raises:
         InvalidReceiptHandle: a malformed, stale or expired handle."""
         key, entry = self._entry(group, ReceiptHandle.decode(handle_text), topic)
-        self._resolve(key, entry)
-        await self._put_log([self._ack_record(key, entry)])
+        await self.settle(key, entry)
 
     async def change_invisible(
         self, group: str, topic: str, handle_text: str, invisible_ms: int
@@ -576,14 +478,13 @@ class PopService:
         new = InFlight(pop_time, pop_time + invisible_ms, -1, entry.reconsume, entry.fifo,
                        entry.subscribed)  # fmt: skip
         self._add(key, new)
-        ck = {
-            "so": handle.queue_offset, "pt": pop_time, "it": invisible_ms, "bm": 0, "n": 1,
-            "q": key[2], "t": key[1], "c": group, "ro": 0, "d": [0], "bn": self.broker_name,
-            "nb": handle.queue_offset + 1, "rt": [entry.reconsume], "o": entry.fifo,
-            "st": entry.subscribed,
-        }  # fmt: skip
-        records = [self._record(CK_TAG, ck, wait=True), self._ack_record(key, entry)]
-        result = await self._put_log(records)
+        ck = PopCheckpoint(
+            group=group, topic=key[1], queue_id=key[2], start_offset=handle.queue_offset,
+            pop_time=pop_time, invisible_ms=invisible_ms, queue_offsets=(handle.queue_offset,),
+            broker_name=self.broker_name, next_begin=handle.queue_offset + 1,
+            reconsumes=(entry.reconsume,), fifo=entry.fifo, subscribed=entry.subscribed,
+        )  # fmt: skip
+        result = await self._put_log([self._record(ck), self._ack_record(key, entry)])
         new.ck_offset = result.queue_offset
         return ReceiptHandle(
             handle.queue_offset, pop_time, invisible_ms, handle.retry, self.broker_name,
@@ -597,98 +498,10 @@ class PopService:
             InvalidReceiptHandle: a malformed, stale or expired handle.
         """
         key, entry = self._entry(group, ReceiptHandle.decode(handle_text), topic)
-        msg = self._look(key)
+        msg = self.reviver.look(key)
         if msg is None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"message {key} is no longer stored")
-        await self._dead_letter(group, msg, key, entry)
-
-    async def _dead_letter(
-        self, group: str, msg: MessageExt, key: Key, entry: InFlight | None
-    ) -> None:
-        dlq = DLQ_GROUP_TOPIC_PREFIX + group
-        self.topics.create_system_if_absent(dlq, 1, PERM_READ | PERM_WRITE)
-        copy = _copy(msg, dlq, 0, msg.reconsume_times)
-        result = await self.store.put_messages([copy])
-        if not result.ok:
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR, f"dead-letter put failed: {result.detail}"
-            )
-        log.info("message %s of %s dead-lettered to %s", msg.uniq_key, key[1], dlq)
-        if entry is not None:
-            self._resolve(key, entry)
-            await self._put_log([self._ack_record(key, entry)])
-
-    async def _put_log(self, records: list[MessageExt]) -> PutResult:
-        result = await self.store.put_messages(records)
-        if not result.ok:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"revive log put failed: {result.detail}")
-        return result
-
-    def _look(self, key: Key) -> MessageExt | None:
-        _, topic, queue_id, offset = key
-        phy = self.store.get_commit_log_offset_in_queue(topic, queue_id, offset)
-        return self.store.look_message_by_offset(phy) if phy >= 0 else None
-
-    # ------------------------------------------------------------------ revive
-
-    async def _revive_loop(self) -> None:
-        while True:
-            self._wake_reviver.clear()
-            wait_ms = await self._revive_due()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if wait_ms is None else wait_ms / 1000):
-                    await self._wake_reviver.wait()
-
-    async def _revive_due(self) -> int | None:
-        """Revive what is due; returns ms until the next deadline (None: nothing pending)."""
-        while self._deadlines:
-            deadline, key, pop_time = self._deadlines[0]
-            now = _now()
-            if deadline > now:
-                return deadline - now
-            heapq.heappop(self._deadlines)
-            entry = self.inflight.get(key)
-            if entry is None or entry.pop_time != pop_time:
-                continue  # acked or changed since
-            if entry.fifo:
-                self._notify(key[1])  # the queue is unblocked; the next pop redelivers
-                continue
-            try:
-                await self._revive(key, entry)
-            except RequestError as exc:
-                log.error("revive of %s failed, retried: %s", key, exc.remark)
-                entry.deadline = _now() + RETRY_AFTER_FAILURE_MS
-                heapq.heappush(self._deadlines, (entry.deadline, key, pop_time))
-        return None
-
-    async def _revive(self, key: Key, entry: InFlight) -> None:
-        """An unacked message of a concurrent group: into the retry topic for another
-        delivery, or into the DLQ once the group's deliveries are spent."""
-        group = key[0]
-        msg = self._look(key)
-        if msg is None:
-            log.warning("in-flight message %s is no longer stored; dropped", key)
-            self._resolve(key, entry)
-            return
-        if entry.reconsume + 1 >= self._max_attempts_of(group):
-            await self._dead_letter(group, msg, key, entry)
-            return
-        retry = pop_retry_topic(group, entry.subscribed)
-        self.topics.create_system_if_absent(retry, 1, PERM_READ | PERM_WRITE)
-        copy = _copy(msg, retry, 0, entry.reconsume + 1)
-        copy.properties.setdefault(MessageConst.RETRY_TOPIC, entry.subscribed)
-        result = await self.store.put_messages([copy])
-        if not result.ok:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"revive put failed: {result.detail}")
-        self._resolve(key, entry)
-        await self._put_log([self._ack_record(key, entry)])
-
-
-def _copy(msg: MessageExt, topic: str, queue_id: int, reconsume_times: int) -> MessageExt:
-    props = dict(msg.properties)
-    props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-    props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.uniq_key or msg.msg_id)
-    return msg.put_again(topic, queue_id, props, reconsume_times)
+        await self.reviver.dead_letter(group, msg, key, entry)
 
 
 def _rotate(items: range, turn: int) -> list[int]:
@@ -696,7 +509,3 @@ def _rotate(items: range, turn: int) -> list[int]:
         return []
     start = turn % len(items)
     return list(items[start:]) + list(items[:start])
-
-
-def _now() -> int:
-    return int(time.time() * 1000)

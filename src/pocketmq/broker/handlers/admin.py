@@ -1,0 +1,147 @@
+"""Administration: topics (UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215,
+GET_ALL_TOPIC_CONFIG 21), subscription groups (200, 201, 207) and GET_CONSUME_STATS (208)
+(AdminBrokerProcessor)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
+from pocketmq.broker.topics import TopicConfig
+from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.headers import get_bool, get_int, get_str
+from pocketmq.protocol.names import PERM_READ_WRITE, topic_error
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingChannel, RequestHandler
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+
+class AdminHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.topics = broker.topics
+        self.groups = broker.subscription_groups
+
+    def handlers(self) -> dict[int, RequestHandler]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+        }
+
+    # ------------------------------------------------------------------ topics
+
+    def update_and_create_topic(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        topic = get_str(cmd, "topic")
+        err = topic_error(topic)
+        if err is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
+        nums_r = get_int(cmd, "readQueueNums", self.broker.config.default_topic_queue_nums)
+        nums_w = get_int(cmd, "writeQueueNums", nums_r)
+        if not (0 < nums_r <= 1024 and 0 < nums_w <= 1024):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
+        self.topics.update(
+            TopicConfig(
+                topic_name=topic,
+                read_queue_nums=nums_r,
+                write_queue_nums=nums_w,
+                perm=get_int(cmd, "perm", PERM_READ_WRITE),
+                topic_filter_type=get_str(cmd, "topicFilterType", "SINGLE_TAG"),
+                topic_sys_flag=get_int(cmd, "topicSysFlag", 0),
+                order=get_bool(cmd, "order"),
+            )
+        )
+        self.broker.register_soon()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        topic = get_str(cmd, "topic")
+        self.topics.delete(topic)
+        self.store.delete_topics({topic})
+        self.broker.register_soon()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_topic_config(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.topics.wrapper()))
+
+    # ------------------------------------------------------------------ consume stats
+
+    def _consume_stats_topics(self, cmd: RemotingCommand, group: str) -> set[str]:
+        listed = {t for t in cmd.ext_fields.get("topicList", "").split(";") if t}
+        if listed:
+            # A list is taken as it is, without the subscription check below.
+            return listed
+        topic = cmd.ext_fields.get("topic", "")
+        topics = {topic} if topic.strip() else self.broker.offsets.topics_of_group(group)
+        info = self.broker.consumers.groups.get(group)
+        if info is not None and info.subscriptions:
+            # While the group is online, topics it no longer subscribes to are left out.
+            topics = {t for t in topics if t in info.subscriptions}
+        return topics
+
+    def get_consume_stats(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = get_str(cmd, "consumerGroup")
+        offsets = self.broker.offsets
+        table: dict[str, dict[str, int]] = {}
+        for topic in sorted(self._consume_stats_topics(cmd, group)):
+            cfg = self.topics.get(topic)
+            if cfg is None:
+                continue
+            for queue_id in range(cfg.read_queue_nums):
+                consumer_offset = max(offsets.query(group, topic, queue_id), 0)
+                last_ms = 0
+                if consumer_offset > 0:
+                    # When the last consumed message was stored; the store says -1 once it is gone.
+                    last_ms = self.store.get_message_store_timestamp(
+                        topic, queue_id, consumer_offset - 1
+                    )
+                key = json_body.message_queue_key(topic, self.broker.config.broker_name, queue_id)
+                table[key] = {
+                    "brokerOffset": max(self.store.get_max_offset_in_queue(topic, queue_id), 0),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": max(last_ms, 0),
+                    "pullOffset": max(consumer_offset, offsets.query_pull(group, topic, queue_id)),
+                }
+        # No per-group get rates are kept (RocketMQ's BrokerStatsManager), so the TPS is 0.
+        body = {"consumeTps": 0.0, "offsetTable": table}
+        # mqadmin and other RocketMQ-aware readers were written against fastjson's bean keys.
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps_object_keys(body))
+
+    # ------------------------------------------------------------------ subscription groups
+
+    def update_subscription_group(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            data: Any = json_body.loads(cmd.body)
+            if not isinstance(data, dict) or not str(data.get("groupName") or "").strip():
+                raise ValueError("the body needs a groupName")
+            cfg = SubscriptionGroupConfig.from_json(data)
+        except (ProtocolError, TypeError, ValueError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"subscription group: {exc}") from exc
+        self.groups.update(cfg)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_subscription_groups(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.groups.wrapper()))
+
+    def delete_subscription_group(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        self.groups.delete(get_str(cmd, "groupName"))
+        return cmd.response(ResponseCode.SUCCESS)

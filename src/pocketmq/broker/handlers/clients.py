@@ -1,0 +1,82 @@
+"""Clients and groups: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (ClientManageProcessor, ConsumerManageProcessor)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.headers import get_str
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingChannel, RequestHandler
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+
+def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int]]]:
+    try:
+        data: Any = json_body.loads(cmd.body)
+        group = str(data["consumerGroup"])
+        client_id = str(data["clientId"])
+        queues = [(str(q["topic"]), str(q["brokerName"]), int(q["queueId"])) for q in data["mqSet"]]
+    except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {exc!r}") from exc
+    return group, client_id, queues
+
+
+class ClientHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.consumers = broker.consumers
+        self.messaging = broker.messaging
+
+    def handlers(self) -> dict[int, RequestHandler]:
+        return {
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+        }
+
+    def heart_beat(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            data: Any = json_body.loads(cmd.body) if cmd.body else {}
+        except ProtocolError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat body: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat body is not an object")
+        client_id = str(data.get("clientID", ""))
+        channel.attributes["client_id"] = client_id
+        for consumer in data.get("consumerDataSet") or []:
+            if not isinstance(consumer, dict):
+                continue
+            self.messaging.ensure_retry_topic(str(consumer.get("groupName", "")))
+            self.consumers.register(channel, client_id, consumer)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("consumerGroup")
+        if group:
+            self.consumers.unregister(channel, group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_consumer_list(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group = get_str(cmd, "consumerGroup")
+        ids = self.consumers.client_ids(group)
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps({"consumerIdList": ids}))
+
+    def lock_batch_mq(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(cmd)
+        held = self.messaging.lock_queues(group, client_id, queues)
+        body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]}
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(body))
+
+    def unlock_batch_mq(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(cmd)
+        self.messaging.unlock_queues(group, client_id, queues)
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,155 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+CONSUMER_SEND_MSG_BACK (36): parse, then the messaging service stores (SendMessageProcessor)."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.status_map import PUT_STATUS_CODES
+from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.protocol.batch import decode_batch_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.headers import get_bool, get_int, get_str
+from pocketmq.protocol.message import (
+    MessageConst,
+    MessageExt,
+    decode_properties,
+    host_to_bytes,
+)
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingChannel, RequestHandler
+from pocketmq.store import PutResult
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+# SendMessageRequestHeaderV2 uses one-letter names for the same fields.
+_V2_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+    "n": "brokerName",
+}  # fmt: skip
+
+
+def born_host(channel: RemotingChannel) -> tuple[str, int]:
+    """The producer's address as a record stores it (127.0.0.1:0 when it is not IPv4/6)."""
+    host, _, port = channel.peer.rpartition(":")
+    try:
+        host_to_bytes((host.strip("[]"), int(port)))
+        return host.strip("[]"), int(port)
+    except ValueError:
+        return "127.0.0.1", 0
+
+
+def put_response(cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    code, remark = PUT_STATUS_CODES[result.status]
+    if result.detail and code != ResponseCode.SUCCESS:
+        remark = f"{remark} {result.detail}".strip()
+    if not result.phy_offsets:
+        return cmd.response(code, remark or None)
+    return cmd.response(
+        code,
+        remark or None,
+        ext_fields={
+            "msgId": ",".join(result.msg_ids),
+            "queueId": queue_id,
+            "queueOffset": result.queue_offset,
+        },
+    )
+
+
+def unbatch(base: MessageExt) -> list[MessageExt]:
+    """The messages of a SEND_BATCH_MESSAGE body, each with the header's fields.
+
+    Raises:
+        RequestError: MESSAGE_ILLEGAL for an undecodable or empty batch, or a delayed message.
+    """
+    try:
+        parts = decode_batch_body(base.body)
+    except ProtocolError as exc:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from exc
+    if not parts:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+    msgs = []
+    for flag, body, props in parts:
+        if props.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL, "TimeDelayLevel is not supported for batch"
+            )
+        msg = base.put_again(base.topic, base.queue_id, {**base.properties, **props},
+                             base.reconsume_times)  # fmt: skip
+        msg.body, msg.flag = body, flag
+        msgs.append(msg)
+    return msgs
+
+
+class SendHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.messaging = broker.messaging
+
+    def handlers(self) -> dict[int, RequestHandler]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+        }
+
+    async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
+        if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
+        topic = get_str(cmd, "topic")
+        cfg = self.messaging.topic_for_send(
+            topic,
+            get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
+            get_int(cmd, "defaultTopicQueueNums", self.broker.config.default_topic_queue_nums),
+        )
+        queue_id = get_int(cmd, "queueId", -1)
+        if queue_id < 0:
+            queue_id = random.randrange(cfg.write_queue_nums)
+        if queue_id >= cfg.write_queue_nums:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has "
+                f"{cfg.write_queue_nums} write queues",
+            )
+        base = MessageExt(
+            topic=topic,
+            body=cmd.body,
+            queue_id=queue_id,
+            flag=get_int(cmd, "flag", 0),
+            properties=decode_properties(get_str(cmd, "properties", "")),
+            sys_flag=get_int(cmd, "sysFlag", 0),
+            born_timestamp=get_int(cmd, "bornTimestamp", 0),
+            born_host=born_host(channel),
+            store_host=self.messaging.store_host,
+            reconsume_times=get_int(cmd, "reconsumeTimes", 0),
+        )
+        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
+            result = await self.messaging.send_batch(unbatch(base))
+        else:
+            max_times = get_int(cmd, "maxReconsumeTimes", -1)
+            result = await self.messaging.send(base, max_times if max_times >= 0 else None)
+        return put_response(cmd, result, queue_id)
+
+    async def consumer_send_msg_back(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        # The client's maximum, when it sends one (even -1: straight to the DLQ), else the
+        # group's.
+        sent_max = cmd.ext_fields.get("maxReconsumeTimes")
+        result = await self.messaging.send_back(
+            get_str(cmd, "group"),
+            get_int(cmd, "offset"),
+            get_int(cmd, "delayLevel", 0),
+            get_int(cmd, "maxReconsumeTimes") if sent_max else None,
+        )
+        if result is not None and not result.ok:
+            remark = PUT_STATUS_CODES[result.status][1]
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{remark} {result.detail}".strip())
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,357 @@
+"""The protocol-neutral messaging service: every RocketMQ rule a client request meets, written
+once, under both edges. Remoting handlers (``broker/handlers/``) and the gRPC servicer
+(``grpc/``) parse a request, call this service and map the result, as RocketMQ's
+proxy hands its gRPC activities to ``MessagingProcessor``.
+
+- Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
+  topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
+  parking, then the store.
+- Pull: queue checks and the one long-polling loop, released when the request's connection
+  closes.
+- Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
+  revives (``redeliver``), with one rule for when a message's retries are spent.
+- Offsets, consumer groups and queue locks.
+
+Refusals are ``RequestError`` values with RocketMQ's remoting code and remark; each edge maps
+them to its protocol. Field syntax (ranges, names) is checked by the edges before they call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.status_map import pull_code
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
+from pocketmq.broker.topics import TopicConfig
+from pocketmq.errors import RequestError
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    FIRST_RETRY_DELAY_LEVEL,
+    PERM_READ_WRITE,
+    dlq_topic,
+    group_of_retry_topic,
+    is_readable,
+    is_retry_topic,
+    is_writeable,
+    retry_topic,
+    topic_error,
+)
+from pocketmq.store import GetResult, MessageFilter, PutResult
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# The longest a pull may be held, whatever its suspend timeout asks for: a client asking for
+# more is still answered (empty) in time, and a dead one cannot pin a waiter for long.
+MAX_PULL_HOLD_MS = 60_000
+
+
+def retries_spent(reconsume_times: int, max_reconsume_times: int) -> bool:
+    """Whether a message that failed after ``reconsume_times`` earlier retries goes to the
+    dead-letter queue instead of another retry (it has been delivered reconsume_times + 1
+    times; ``max_reconsume_times`` retries are allowed)."""
+    return reconsume_times >= max_reconsume_times
+
+
+@dataclass(frozen=True, slots=True)
+class PullQuery:
+    """One pull of a queue by offset."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_nums: int
+    filter: MessageFilter | None = None
+
+
+class MessagingService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.store = broker.store
+        self.topics = broker.topics
+        self.offsets = broker.offsets
+        self.groups = broker.subscription_groups
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """The address records stored by this broker carry."""
+        return self.store.commitlog.store_host
+
+    # ------------------------------------------------------------------ checks
+
+    def check_writable(self) -> None:
+        if not is_writeable(self.config.broker_permission):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
+            )
+
+    def check_readable(self) -> None:
+        if not is_readable(self.config.broker_permission):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden"
+            )
+
+    def group(self, group: str) -> SubscriptionGroupConfig:
+        """The subscription group a request names (created on demand when
+        autoCreateSubscriptionGroup is on).
+
+        Raises:
+            RequestError: SUBSCRIPTION_GROUP_NOT_EXIST.
+        """
+        sub = self.groups.find(group)
+        if sub is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        return sub
+
+    def topic(self, topic: str) -> TopicConfig:
+        """Raises: RequestError: TOPIC_NOT_EXIST."""
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        return cfg
+
+    def readable_topic(self, topic: str) -> TopicConfig:
+        """A topic consumers may read, on a broker they may read from.
+
+        Raises:
+            RequestError: NO_PERMISSION or TOPIC_NOT_EXIST.
+        """
+        self.check_readable()
+        cfg = self.topic(topic)
+        if not is_readable(cfg.perm):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
+            )
+        return cfg
+
+    # ------------------------------------------------------------------ send
+
+    def topic_for_send(
+        self, topic: str, default_topic: str = AUTO_CREATE_TOPIC_KEY, queue_nums: int = 0
+    ) -> TopicConfig:
+        """The config of a topic a producer sends to, auto-created from ``default_topic``
+        with at most ``queue_nums`` queues (the broker's default when 0) when enabled.
+
+        Raises:
+            RequestError: an invalid or system topic, a missing topic, or no write permission.
+        """
+        self.check_writable()
+        err = topic_error(topic)
+        if err is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
+        if topic == AUTO_CREATE_TOPIC_KEY:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system topic."
+            )
+        cfg = self.topics.get(topic)
+        if cfg is None and is_retry_topic(topic):
+            cfg = self.topics.create_system_if_absent(topic, 1, PERM_READ_WRITE)
+        if cfg is None and self.config.auto_create_topic_enable:
+            cfg = self.topics.create_in_send(
+                topic, default_topic, queue_nums or self.config.default_topic_queue_nums
+            )
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not is_writeable(cfg.perm):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+            )
+        return cfg
+
+    async def send(self, msg: MessageExt, max_reconsume_times: int | None = None) -> PutResult:
+        """Store one message a producer sent: a send to a retry topic may be dead-lettered
+        (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
+        and delay-level messages are parked in their system topics, then the store appends it.
+
+        Raises:
+            RequestError: an unknown retry group, or a bad timer or delay property.
+        """
+        if is_retry_topic(msg.topic):
+            group = group_of_retry_topic(msg.topic)
+            sub = self.group(group)
+            max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+            # The client already counted this delivery in the message it sends back.
+            spent = retries_spent(msg.reconsume_times - 1, max_times)
+            if spent or self.broker.locks.has_live_locks(group):
+                self._to_dead_letter(group, msg)
+        self.broker.timer.rewrite(msg)
+        self.broker.schedule.rewrite(msg)
+        return await self.store.put_messages([msg])
+
+    async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
+        """Store a batch as one append (no delays in a batch: the edge refuses them)."""
+        return await self.store.put_messages(msgs)
+
+    # ------------------------------------------------------------------ retry and DLQ
+
+    def _to_dead_letter(self, group: str, msg: MessageExt) -> None:
+        """Point ``msg`` at the group's dead-letter queue, created on first use."""
+        msg.topic = dlq_topic(group)
+        msg.queue_id = 0
+        msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        self.topics.create_system_if_absent(msg.topic, 1, PERM_READ_WRITE)
+
+    async def redeliver(
+        self,
+        group: str,
+        origin: MessageExt,
+        *,
+        original_topic: str,
+        reconsume_times: int,
+        retry_to: str | None,
+        retry_queue_nums: int = 1,
+        delay_level: int = 0,
+    ) -> PutResult:
+        """Store a message a consumer group did not consume once more: in ``retry_to`` for
+        another delivery (after ``delay_level`` when not 0), or in the group's dead-letter
+        queue when ``retry_to`` is None. The copy keeps the producer's body and born fields,
+        the topic it was first sent to (RETRY_TOPIC) and its first message id
+        (ORIGIN_MESSAGE_ID), so a consumer or an audit can tell where it came from.
+        """
+        props = dict(origin.properties)
+        props.setdefault(MessageConst.RETRY_TOPIC, original_topic)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = origin.uniq_key or origin.msg_id
+        msg = origin.put_again(origin.topic, 0, props, reconsume_times)
+        msg.store_host = self.store_host
+        if retry_to is None:
+            self._to_dead_letter(group, msg)
+        else:
+            cfg = self.topics.create_system_if_absent(retry_to, retry_queue_nums, PERM_READ_WRITE)
+            msg.topic = retry_to
+            msg.queue_id = random.randrange(max(cfg.write_queue_nums, 1))
+            if delay_level:
+                msg.properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
+                self.broker.schedule.rewrite(msg)
+        return await self.store.put_messages([msg])
+
+    async def send_back(
+        self, group: str, phy_offset: int, delay_level: int, max_reconsume_times: int | None
+    ) -> PutResult | None:
+        """A 4.x consumer failed the message at ``phy_offset``: into the group's retry topic
+        at delay level 3 + times retried (or the client's level), or into its DLQ once its
+        retries are spent or when the client asks with a negative level. None when the group
+        wants no retries.
+
+        Raises:
+            RequestError: an unknown group, a read-only broker or an offset with no message.
+        """
+        sub = self.group(group)
+        self.check_writable()
+        if sub.retry_queue_nums <= 0:
+            return None
+        origin = self.store.look_message_by_offset(phy_offset)
+        if origin is None:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {phy_offset}"
+            )
+        max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        dead = delay_level < 0 or retries_spent(origin.reconsume_times, max_times)
+        return await self.redeliver(
+            group,
+            origin,
+            original_topic=origin.topic,
+            reconsume_times=origin.reconsume_times + 1,
+            retry_to=None if dead else retry_topic(group),
+            retry_queue_nums=sub.retry_queue_nums,
+            delay_level=delay_level or FIRST_RETRY_DELAY_LEVEL + origin.reconsume_times,
+        )
+
+    # ------------------------------------------------------------------ pull
+
+    def readable_queue(self, topic: str, queue_id: int) -> TopicConfig:
+        """Raises: RequestError: see ``readable_topic``; SYSTEM_ERROR for a queue id the topic
+        does not have."""
+        cfg = self.readable_topic(topic)
+        if not 0 <= queue_id < cfg.read_queue_nums:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{cfg.read_queue_nums}]",
+            )
+        return cfg
+
+    async def pull(
+        self, query: PullQuery, hold_ms: int, closed: asyncio.Future[None] | None = None
+    ) -> GetResult:
+        """Up to ``max_nums`` messages of a queue from ``offset``. With nothing to read, the
+        pull is held until a message arrives, ``hold_ms`` (at most MAX_PULL_HOLD_MS) pass or
+        the request's connection closes (``closed`` is done). The group's pull position is
+        noted.
+
+        Raises:
+            RequestError: see ``readable_queue``.
+        """
+        self.readable_queue(query.topic, query.queue_id)
+        clock = self.broker.clock
+        deadline = clock.monotonic() + min(hold_ms, MAX_PULL_HOLD_MS) / 1000
+        while True:
+            result = self.store.get_message(
+                query.topic, query.queue_id, query.offset, query.max_nums, query.filter
+            )
+            remaining = deadline - clock.monotonic()
+            # Only "nothing new yet" waits: messages, or an offset to move to, answer at once.
+            found_nothing = pull_code(result.status, query.offset) == ResponseCode.PULL_NOT_FOUND
+            if not found_nothing or remaining <= 0 or (closed is not None and closed.done()):
+                break
+            await self.broker.pull_hold.wait(
+                query.topic, query.queue_id, query.offset, remaining, closed
+            )
+        self.offsets.commit_pull(query.group, query.topic, query.queue_id, result.next_begin_offset)
+        return result
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The group's committed offset in a queue, -1 without one."""
+        return self.offsets.query(group, topic, queue_id)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.get_min_offset_in_queue(topic, queue_id)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.get_max_offset_in_queue(topic, queue_id)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    # ------------------------------------------------------------------ groups and locks
+
+    def ensure_retry_topic(self, group: str) -> None:
+        """A group's consumers subscribe to its retry topic, so it exists from their first
+        heartbeat on."""
+        sub = self.groups.find(group)
+        if sub is not None and sub.retry_queue_nums > 0:
+            self.topics.create_system_if_absent(
+                retry_topic(group), sub.retry_queue_nums, PERM_READ_WRITE
+            )
+
+    def lock_queues(
+        self, group: str, client_id: str, queues: list[tuple[str, str, int]]
+    ) -> list[tuple[str, str, int]]:
+        """Lock what is free, expired or already the client's; returns what it now holds."""
+        return self.broker.locks.try_lock_batch(group, queues, client_id)
+
+    def unlock_queues(self, group: str, client_id: str, queues: list[tuple[str, str, int]]) -> None:
+        self.broker.locks.unlock_batch(group, queues, client_id)

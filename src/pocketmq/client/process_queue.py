@@ -1,0 +1,94 @@
+"""ProcessQueue: the messages of one held queue pulled and not yet consumed, by offset.
+
+In-flight messages are kept by offset, so the offset to commit is always the lowest message not
+yet consumed (at-least-once: a crash re-delivers, never skips). Its counters drive flow control:
+the queue's pulls pause while it holds too much and resume when consumption frees space.
+Orderly consumption also keeps here the queue's broker lock and the batch being consumed.
+No I/O here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable
+
+from pocketmq.client.route import MessageQueue
+from pocketmq.protocol.message import MessageExt
+
+
+class ProcessQueue:
+    def __init__(self, mq: MessageQueue, next_offset: int) -> None:
+        self.mq = mq
+        self.next_offset = next_offset  # the next offset to pull
+        # Pulls append in offset order and removals keep it: the first key is the lowest.
+        self.msgs: dict[int, MessageExt] = {}
+        self.size_bytes = 0
+        self.max_offset = -1
+        self.dropped = False
+        self.space = asyncio.Event()
+        self.space.set()
+        self.task: asyncio.Task[None] | None = None
+        # Orderly consumption: the broker lock, the batch being consumed, new-message signal.
+        self.locked = False
+        self.last_lock_ms = 0.0  # on the client clock's monotonic reading
+        self.taken: dict[int, MessageExt] = {}
+        self.arrived = asyncio.Event()
+        self.consume_task: asyncio.Task[None] | None = None
+
+    def is_full(self, max_msgs: int, max_bytes: int) -> bool:
+        """Whether pulls should wait: this many messages or bytes are held unconsumed."""
+        return len(self.msgs) >= max_msgs or self.size_bytes >= max_bytes
+
+    async def wait_for_space(self) -> None:
+        """Until consumption frees some space (or the queue is dropped)."""
+        self.space.clear()
+        await self.space.wait()
+
+    def put(self, msgs: Iterable[MessageExt]) -> None:
+        for m in msgs:
+            if m.queue_offset not in self.msgs:
+                self.msgs[m.queue_offset] = m
+                self.size_bytes += len(m.body)
+                self.max_offset = max(self.max_offset, m.queue_offset)
+
+    def remove(self, msgs: Iterable[MessageExt]) -> int:
+        """Forget consumed messages; returns the offset to commit (-1: nothing held)."""
+        if not self.msgs:
+            return -1
+        for m in msgs:
+            if self.msgs.pop(m.queue_offset, None) is not None:
+                self.size_bytes -= len(m.body)
+        self.space.set()
+        return next(iter(self.msgs)) if self.msgs else self.max_offset + 1
+
+    def drop(self) -> None:
+        self.dropped = True
+        self.space.set()
+        self.arrived.set()
+        if self.task is not None:
+            self.task.cancel()
+
+    def take(self, count: int) -> list[MessageExt]:
+        """Orderly: the next ``count`` messages in offset order, held until commit/rollback."""
+        batch = []
+        for offset in list(itertools.islice(self.msgs, count)):
+            m = self.msgs.pop(offset)
+            self.taken[offset] = m
+            batch.append(m)
+        return batch
+
+    def commit(self) -> int:
+        """Orderly: the taken batch is consumed; returns the offset after it."""
+        if not self.taken:
+            return -1
+        offset = max(self.taken) + 1
+        self.size_bytes -= sum(len(m.body) for m in self.taken.values())
+        self.taken.clear()
+        self.space.set()
+        return offset
+
+    def rollback(self) -> None:
+        """Orderly: put the taken batch back in front, to be consumed again."""
+        self.msgs = {**self.taken, **self.msgs}
+        self.taken.clear()

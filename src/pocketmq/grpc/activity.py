@@ -1,0 +1,156 @@
+"""What every group of gRPC activities shares: the broker it serves, the request checks
+that several RPCs make (group, queue, long-polling time) and the task boundary of a unary
+call. No RPC is served here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from google.protobuf.duration_pb2 import Duration
+
+from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
+from pocketmq.broker.topics import TopicConfig
+from pocketmq.errors import RequestError
+from pocketmq.grpc import convert
+from pocketmq.grpc.calls import Context
+from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
+from pocketmq.grpc.receipts import ReceiptRenewer
+from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy
+from pocketmq.grpc.v2 import definition_pb2 as pb
+from pocketmq.protocol.names import FIRST_RETRY_DELAY_LEVEL
+
+if TYPE_CHECKING:
+    from pocketmq.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# A ReceiveMessage is held at most this long (grpcClientConsumerMaxLongPollingTimeoutMillis),
+# and answers this long before the client's deadline so that the answer arrives in time.
+MAX_LONG_POLLING_MS = 20_000
+DEADLINE_MARGIN_MS = 500
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Self = TypeVar("Self", bound="Activity")
+
+
+def boundary(
+    make_response: Callable[[pb.Status], Resp],
+) -> Callable[
+    [Callable[[Self, Req, Context], Awaitable[Resp]]],
+    Callable[[Self, Req, Context], Awaitable[Resp]],
+]:
+    """A unary handler's task boundary: a refused request becomes its status, anything
+    unexpected is logged with its traceback and becomes INTERNAL_SERVER_ERROR."""
+
+    def wrap(
+        fn: Callable[[Self, Req, Context], Awaitable[Resp]],
+    ) -> Callable[[Self, Req, Context], Awaitable[Resp]]:
+        async def handler(self: Self, request: Req, context: Context) -> Resp:
+            try:
+                return await fn(self, request, context)
+            except RequestError as exc:
+                return make_response(convert.status_of_error(exc))
+            except Exception as exc:
+                log.exception("gRPC %s failed", fn.__name__)
+                return make_response(status(pb.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}"))
+
+        handler.__name__ = fn.__name__
+        return handler
+
+    return wrap
+
+
+class Activity:
+    def __init__(self, broker: Broker, host: str) -> None:
+        self.broker = broker
+        self.messaging = broker.messaging
+        self.pop = broker.pop
+        self.host = host
+        self.port = 0  # set once the server is bound
+        self._spread = itertools.count()
+        self.renewer = ReceiptRenewer(
+            broker.pop,
+            broker.config.default_invisible_time_mills,
+            broker.config.renew_ahead_time_millis,
+            clock=broker.clock,
+        )
+
+    @property
+    def _limits(self) -> SendLimits:
+        return SendLimits(max_body_size=self.broker.config.store.max_message_size)
+
+    def _broker_pb(self) -> pb.Broker:
+        return pb.Broker(
+            name=self.broker.config.broker_name,
+            id=self.broker.config.broker_id,
+            endpoints=convert.endpoints(self.host, self.port),
+        )
+
+    def _group(self, group: str) -> SubscriptionGroupConfig:
+        """The consumer group a request names.
+
+        Raises:
+            GrpcRequestError: ILLEGAL_CONSUMER_GROUP for a blank name, CONSUMER_GROUP_NOT_FOUND
+                for an unknown group when groups are not auto-created.
+        """
+        if not group:
+            raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
+        return self.messaging.group(group)
+
+    def _group_policy(self, group: str) -> GroupPolicy:
+        """The consumer group's retry policy (see ``_group`` for the errors)."""
+        cfg = self._group(group)
+        if cfg.consume_message_orderly:
+            intervals: tuple[int, ...] = (FIFO_RETRY_INTERVAL_MS,)
+        else:
+            # The 4.x retry ladder: delay level 3 (10 s) on.
+            levels = self.broker.config.store.delay_levels_ms
+            intervals = levels[FIRST_RETRY_DELAY_LEVEL - 1 :] or levels[-1:]
+        return GroupPolicy(
+            max_delivery_attempts=cfg.retry_max_times + 1,
+            retry_intervals_ms=intervals,
+            fifo=cfg.consume_message_orderly,
+        )
+
+    # ------------------------------------------------------------------ routes, clients
+
+    def _queue(self, mq: pb.MessageQueue) -> tuple[TopicConfig, int]:
+        """The topic config and queue id of a request's queue, which must be one of ours.
+
+        Raises:
+            GrpcRequestError: ILLEGAL_TOPIC or TOPIC_NOT_FOUND; BAD_REQUEST for another broker's
+                queue or a queue id the topic does not have.
+        """
+        topic = convert.check_topic(mq.topic)
+        cfg = self.messaging.topic(topic)
+        name = self.broker.config.broker_name
+        if mq.broker.name and mq.broker.name != name:
+            raise GrpcRequestError(
+                pb.BAD_REQUEST, f"the queue is on broker {mq.broker.name}, this is broker {name}"
+            )
+        if not 0 <= mq.id < cfg.read_queue_nums:
+            raise GrpcRequestError(
+                pb.BAD_REQUEST,
+                f"queue id {mq.id} is illegal, topic {topic} has {cfg.read_queue_nums} read queues",
+            )
+        return cfg, mq.id
+
+    @staticmethod
+    def _long_polling_ms(timeout: Duration | None, context: Context) -> int:
+        """How long a request may wait for messages: what it asks for (until its deadline when
+        it asks for nothing), at most MAX_LONG_POLLING_MS and ending before the deadline."""
+        remaining = context.time_remaining()
+        left_ms = None if remaining is None else int(remaining * 1000) - DEADLINE_MARGIN_MS
+        if timeout is not None:
+            wait_ms = convert.duration_ms(timeout)
+        else:
+            wait_ms = MAX_LONG_POLLING_MS if left_ms is None else left_ms
+        wait_ms = min(wait_ms, MAX_LONG_POLLING_MS)
+        if left_ms is not None:
+            wait_ms = min(wait_ms, left_ms)
+        return max(wait_ms, 0)

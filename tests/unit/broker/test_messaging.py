@@ -1,0 +1,148 @@
+"""The messaging service on a real store, without a network: the retry/DLQ rule and its one
+implementation, sends to retry topics, and the long-poll loop released by a closed
+connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from broker_parts import messaging_for
+
+from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
+from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.clock import FakeClock
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
+from pocketmq.store import GetStatus, MessageStore
+from pocketmq.store.config import StoreConfig
+
+TOPIC = "OrderTopic"
+GROUP = "GID_ORDERS"
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
+    store = MessageStore(
+        StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=1 << 20)
+    )
+    store.open()
+    topics = TopicConfigManager(
+        tmp_path / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
+        default_queue_nums=2,
+    )  # fmt: skip
+    topics.load()
+    topics.create_system_if_absent(TOPIC, 2, 6)
+    offsets = ConsumerOffsetManager(tmp_path / "offsets.json")
+    service = messaging_for(tmp_path, store, topics, offsets, FakeClock())
+    store.on_message_arrived = service.broker.pull_hold.notify
+    yield service
+    store.close()
+
+
+async def _origin(service: MessagingService, reconsume_times: int = 0) -> MessageExt:
+    msg = MessageExt(
+        topic=TOPIC,
+        body=b"order-1",
+        properties={MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "ID1", MessageConst.TAGS: "A"},
+        store_host=service.store_host,
+        reconsume_times=reconsume_times,
+    )
+    result = await service.send(msg)
+    assert result.ok
+    origin = service.store.look_message_by_offset(result.phy_offsets[0])
+    assert origin is not None
+    return origin
+
+
+def _last(service: MessagingService, topic: str, queue_id: int) -> MessageExt:
+    offset = service.max_offset(topic, queue_id) - 1
+    result = service.store.get_message(topic, queue_id, offset, 1)
+    assert result.status is GetStatus.FOUND
+    return decode_message(result.messages[0])
+
+
+@pytest.mark.parametrize(
+    ("reconsume_times", "max_times", "spent"),
+    [(0, 16, False), (15, 16, False), (16, 16, True), (17, 16, True), (0, 0, True), (0, -1, True)],
+)
+def test_retries_spent(reconsume_times: int, max_times: int, spent: bool) -> None:
+    assert retries_spent(reconsume_times, max_times) is spent
+
+
+async def test_send_back_parks_the_retry_at_its_delay_level(service: MessagingService) -> None:
+    origin = await _origin(service, reconsume_times=2)
+    result = await service.send_back(GROUP, origin.phy_offset, 0, None)
+    assert result is not None and result.ok
+    # Level 3 + 2 earlier retries, parked in the delay queue of that level.
+    parked = _last(service, SCHEDULE_TOPIC, 4)
+    assert parked.properties[MessageConst.REAL_TOPIC] == retry_topic(GROUP)
+    assert parked.properties[MessageConst.DELAY_TIME_LEVEL] == "5"
+    assert parked.properties[MessageConst.RETRY_TOPIC] == TOPIC
+    assert parked.properties[MessageConst.ORIGIN_MESSAGE_ID] == "ID1"
+    assert parked.reconsume_times == 3
+    assert parked.body == b"order-1"
+
+
+async def test_send_back_past_the_maximum_goes_to_the_dlq(service: MessagingService) -> None:
+    origin = await _origin(service, reconsume_times=16)
+    assert await service.send_back(GROUP, origin.phy_offset, 0, None) is not None
+    dead = _last(service, dlq_topic(GROUP), 0)
+    assert dead.reconsume_times == 17
+    assert MessageConst.DELAY_TIME_LEVEL not in dead.properties
+    assert dead.properties[MessageConst.RETRY_TOPIC] == TOPIC
+    # A negative level asks for the DLQ at once, whatever the count.
+    fresh = await _origin(service)
+    assert await service.send_back(GROUP, fresh.phy_offset, -1, None) is not None
+    assert _last(service, dlq_topic(GROUP), 0).reconsume_times == 1
+
+
+async def test_redeliver_keeps_the_first_topic_and_id(service: MessagingService) -> None:
+    origin = await _origin(service)
+    retry = f"%RETRY%{GROUP}_{TOPIC}"
+    await service.redeliver(GROUP, origin, original_topic=TOPIC, reconsume_times=1,
+                            retry_to=retry)  # fmt: skip
+    again = _last(service, retry, 0)
+    await service.redeliver(GROUP, again, original_topic=retry, reconsume_times=2, retry_to=None)
+    dead = _last(service, dlq_topic(GROUP), 0)
+    assert (again.reconsume_times, dead.reconsume_times) == (1, 2)
+    for msg in (again, dead):
+        assert msg.properties[MessageConst.RETRY_TOPIC] == TOPIC
+        assert msg.properties[MessageConst.ORIGIN_MESSAGE_ID] == "ID1"
+
+
+async def test_a_send_to_a_retry_topic_past_the_maximum_is_dead_lettered(
+    service: MessagingService,
+) -> None:
+    service.topic_for_send(retry_topic(GROUP))
+    msg = MessageExt(topic=retry_topic(GROUP), body=b"x", reconsume_times=17,
+                     store_host=service.store_host)  # fmt: skip
+    assert (await service.send(msg, max_reconsume_times=16)).ok
+    assert _last(service, dlq_topic(GROUP), 0).body == b"x"
+    ok = MessageExt(topic=retry_topic(GROUP), body=b"y", reconsume_times=16,
+                    store_host=service.store_host)  # fmt: skip
+    assert (await service.send(ok, max_reconsume_times=16)).ok
+    assert service.max_offset(dlq_topic(GROUP), 0) == 1
+
+
+async def test_a_held_pull_is_released_when_its_connection_closes(
+    service: MessagingService,
+) -> None:
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    query = PullQuery(GROUP, TOPIC, 0, 0, 32)
+    pull = asyncio.create_task(service.pull(query, hold_ms=30_000, closed=closed))
+    await asyncio.sleep(0)  # let it park
+    assert not pull.done()
+    closed.set_result(None)
+    result = await asyncio.wait_for(pull, 5)  # a guard against a hang, not a timing check
+    assert result.status is not GetStatus.FOUND
+    # A held pull is woken by an arrival, too.
+    waiting = asyncio.create_task(service.pull(query, hold_ms=30_000))
+    await asyncio.sleep(0)
+    await _origin(service)
+    found = await asyncio.wait_for(waiting, 5)
+    assert found.status is GetStatus.FOUND
+    assert decode_message(found.messages[0]).body == b"order-1"

@@ -1,0 +1,125 @@
+"""The package layering of STYLE.md, read from the source: imports point downwards.
+
+- ``protocol`` is sans-IO: no asyncio, sockets, files or clocks, and nothing of ours but
+  ``errors``.
+- ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
+  and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
+- Nothing imports ``cli``.
+
+Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pocketmq
+
+ROOT = Path(pocketmq.__file__).parent
+# Standard modules that do I/O or read a clock.
+_IO_MODULES = frozenset(
+    {"asyncio", "socket", "selectors", "ssl", "time", "os", "io", "pathlib", "shutil",
+     "tempfile", "threading", "subprocess", "datetime"}
+)  # fmt: skip
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(p): p
+        for p in ROOT.rglob("*.py")
+        if "v2" not in p.relative_to(ROOT).parts  # generated protobuf code
+    }
+
+
+def _runtime_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    def walk(nodes: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                yield from walk(node.orelse)
+                continue
+            for child in ast.walk(node):
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    yield child
+
+    yield from walk(tree.body)
+
+
+@cache
+def _imports(module: str) -> frozenset[str]:
+    """Every module ``module`` imports at run time (absolute names)."""
+    modules = _modules()
+    tree = ast.parse(modules[module].read_text())
+    found: set[str] = set()
+    for node in _runtime_imports(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:
+            package = module.split(".")
+            if modules[module].name != "__init__.py":
+                package = package[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        found.add(base)
+        # `from pkg import mod` imports the module pkg.mod when there is one.
+        found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules)
+    return frozenset(found)
+
+
+def _reachable(start: str) -> set[str]:
+    modules = _modules()
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in modules:
+            continue
+        seen.add(name)
+        todo.extend(_imports(name))
+    return seen
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_protocol_does_no_io_and_imports_nothing_above_it() -> None:
+    for module in _modules():
+        if not module.startswith("pocketmq.protocol"):
+            continue
+        for imported in _imports(module):
+            top = imported.split(".")[0]
+            assert top not in _IO_MODULES, f"{module} imports {imported}"
+            if top == "pocketmq":
+                assert _package(imported) in ("pocketmq.protocol", "pocketmq.errors"), (
+                    f"{module} imports {imported}"
+                )
+
+
+def test_client_reaches_no_server_side_package() -> None:
+    forbidden = ("pocketmq.store", "pocketmq.broker", "pocketmq.namesrv", "pocketmq.grpc")
+    for module in _modules():
+        if not module.startswith("pocketmq.client"):
+            continue
+        reached = sorted(m for m in _reachable(module) if m.startswith(forbidden))
+        assert not reached, f"{module} reaches {reached}"
+
+
+def test_nothing_imports_the_cli() -> None:
+    for module in _modules():
+        if module.startswith("pocketmq.cli"):
+            continue
+        cli = sorted(
+            m for m in _imports(module) if m == "pocketmq.cli" or m.startswith("pocketmq.cli.")
+        )
+        assert not cli, f"{module} imports {cli}"
