@@ -89,10 +89,10 @@ def run(target: str, indexes: range, seed: int, findings: Findings, root: Path) 
             t0 = time.perf_counter()
             try:
                 check(value)
+                if time.perf_counter() - t0 > SLOW_S:
+                    raise TimeoutError(f"took over {SLOW_S} s")
             except Exception as exc:  # every finding is kept, none stops the run
                 findings.record(target, index, value, exc)
-            if time.perf_counter() - t0 > SLOW_S:
-                findings.record(target, index, value, TimeoutError(f"took over {SLOW_S} s"))
             if harness is not None and harness.broken:
                 harness.close()
                 shutil.rmtree(harness.broker.store.config.root, ignore_errors=True)
