@@ -126,6 +126,8 @@ def main() -> int:
     args = parser.parse_args()
     # The harness keeps the exceptions the broker logs; printed, they would hide the report.
     logging.getLogger("pocketmq").propagate = False
+    # A broker left blocked is abandoned with its tasks pending; asyncio would list each one.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     targets = [t for t in args.targets.split(",") if t]
     total_share = sum(SHARES[t] for t in targets)
     findings = Findings()
