@@ -125,7 +125,9 @@ def main() -> int:
     parser.add_argument("--replay", type=int, help="run only this input of each target")
     args = parser.parse_args()
     # The harness keeps the exceptions the broker logs; printed, they would hide the report.
-    logging.getLogger("pocketmq").propagate = False
+    pocketmq_log = logging.getLogger("pocketmq")
+    pocketmq_log.propagate = False
+    pocketmq_log.addHandler(logging.NullHandler())  # else Python's last resort prints them
     # A broker left blocked is abandoned with its tasks pending; asyncio would list each one.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     targets = [t for t in args.targets.split(",") if t]
