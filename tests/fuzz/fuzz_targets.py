@@ -22,10 +22,13 @@ import asyncio
 import copy
 import inspect
 import logging
-from collections.abc import AsyncIterator
+import signal
+import traceback
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 import orjson
 from fuzz_inputs import GROUPS, TOPICS, GrpcCall, send_fields
@@ -50,6 +53,16 @@ from pocketmq.store.config import StoreConfig
 # A request not answered within this long is a hang (the channel is closed, so no long poll
 # may wait, and the gRPC context has no time left).
 HANG_S = 5.0
+# An event loop that runs nothing else for this long is blocked (a task that never awaits).
+BLOCKED_S = 2 * HANG_S
+
+
+T = TypeVar("T")
+
+
+class Blocked(AssertionError):
+    """The event loop was blocked: the broker answered nobody. The harness is broken after it
+    (the blocking task was interrupted)."""
 
 
 def codec_target(data: bytes, splits: list[int]) -> int:
@@ -128,6 +141,7 @@ class BrokerHarness:
             max_index_num=8192,
         )  # fmt: skip
         self.broker = Broker(BrokerConfig(listen_port=0, store=store))
+        self.broken = False
         self.loop.run_until_complete(self._start())
 
     async def _start(self) -> None:
@@ -210,7 +224,12 @@ class BrokerHarness:
 
     def close(self) -> None:
         logging.getLogger("pocketmq").removeHandler(self._logged)
-        self.loop.run_until_complete(self.broker.stop())
+        if self.broken:
+            # A task that never yields may still be runnable: the loop is abandoned, never run
+            # again, and only the store (its files and flush thread) is closed.
+            self.broker.store.close()
+        else:
+            self.loop.run_until_complete(self.broker.stop())
         self.loop.close()
 
     # -------------------------------------------------------------- remoting
@@ -227,6 +246,30 @@ class BrokerHarness:
             return cmd.response(exc.code, exc.remark)
         return result
 
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run coro on the broker's loop; a loop blocked for BLOCKED_S is interrupted (SIGALRM
+        raises in whatever runs) and reported with where it was stuck."""
+        stuck: list[str] = []
+
+        def alarm(signum: int, frame: FrameType | None) -> None:
+            stuck.append("".join(traceback.format_stack(frame, limit=10)))
+            raise Blocked("interrupted")
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, BLOCKED_S)
+        done: list[T] = []
+        try:
+            done.append(self.loop.run_until_complete(coro))
+        except Blocked:
+            pass  # reported below, with the stack it interrupted
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        if stuck:  # the interrupted task may have been another one than coro
+            self.broken = True
+            raise Blocked(f"the event loop was blocked for {BLOCKED_S} s in:\n{stuck[0]}")
+        return done[0]
+
     def remoting_target(self, cmd: RemotingCommand) -> None:
         """One request through the dispatcher, checked.
 
@@ -235,7 +278,7 @@ class BrokerHarness:
             Exception: anything escaping the dispatcher but RequestError is a finding.
         """
         self.reset()
-        resp = self.loop.run_until_complete(self._dispatch(cmd))
+        resp = self._run(self._dispatch(cmd))
         assert resp is not None, "no response"
         assert resp.code in ResponseCode._value2member_map_, f"not a RocketMQ code: {resp.code}"
         resp.encode()
@@ -265,7 +308,7 @@ class BrokerHarness:
             Exception: anything escaping the servicer is a finding.
         """
         self.reset()
-        self.loop.run_until_complete(self._grpc(call))
+        self._run(self._grpc(call))
         self._raise_logged()
         self.check_persistable()
         self.check_valid()

@@ -183,6 +183,10 @@ POISON = [
     Case("view-offset-huge", C.VIEW_MESSAGE_BY_ID, {"offset": HUGE}),
     Case("query-max-huge", C.QUERY_MESSAGE,
          {"topic": TOPIC, "key": "k", "maxNum": HUGE, "beginTimestamp": 0, "endTimestamp": 1}),
+    # Last, as accepted they starve the broker: a message sent into the delay levels' own
+    # topic (or the timer's) is re-put into it again and again.
+    Case("send-schedule-topic", C.SEND_MESSAGE, send(topic="SCHEDULE_TOPIC_XXXX"), b"x"),
+    Case("send-timer-topic", C.SEND_MESSAGE, send(topic="rmq_sys_wheel_timer"), b"x"),
 ]  # fmt: skip
 
 # Values at the limits: answered, not refused.

@@ -157,8 +157,12 @@ class Broker:
         self._tasks.append(asyncio.create_task(loop()))
 
     def _persist_offsets(self) -> None:
-        self.pop.persist()
-        self.offsets.persist()
+        # Each file on its own: one that cannot be written must not leave the other stale.
+        for persist in (self.pop.persist, self.offsets.persist):
+            try:
+                persist()
+            except Exception:  # a task boundary, as in _every
+                log.exception("persisting %s failed", getattr(persist, "__qualname__", persist))
 
     def _scan_consumers(self) -> None:
         self.consumers.scan_expired()

@@ -1,14 +1,17 @@
-"""Background loops outlive one failure: the broker keeps registering with every name server,
-the name server keeps expiring silent brokers, and each failure is logged."""
+"""Background loops outlive one failure: the broker keeps registering with every name server
+and persisting each offsets file, the name server keeps expiring silent brokers, the delay,
+timer and revive loops keep running, and each failure is logged."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
+from pocketmq import tasks
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
@@ -94,3 +97,44 @@ async def test_namesrv_scan_loop_survives_an_unexpected_error(
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert "scanning for inactive brokers failed" in caplog.text
+
+
+async def test_a_due_loop_survives_failing_work(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tasks, "RETRY_AFTER_ERROR_MS", 0)
+    rounds = 0
+
+    async def flaky() -> int | None:
+        nonlocal rounds
+        rounds += 1
+        if rounds == 1:
+            raise RuntimeError("due boom")
+        return None
+
+    wake = asyncio.Event()
+    task = asyncio.create_task(tasks.run_when_due(flaky, wake))
+    try:
+        await until(lambda: rounds == 2)
+        assert not task.done()
+    finally:
+        await tasks.cancel_and_wait([task])
+    assert "RuntimeError: due boom" in caplog.text
+
+
+def test_one_offsets_file_failing_does_not_skip_the_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = Broker(BrokerConfig())
+    persisted: list[str] = []
+
+    def pop_fails() -> None:
+        raise OSError("disk full")
+
+    broker.pop = SimpleNamespace(persist=pop_fails)  # type: ignore[assignment]
+    broker.offsets = SimpleNamespace(  # type: ignore[assignment]
+        persist=lambda: persisted.append("offsets")
+    )
+    broker._persist_offsets()
+    assert persisted == ["offsets"]
+    assert "OSError: disk full" in caplog.text
