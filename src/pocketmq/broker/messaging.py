@@ -41,6 +41,7 @@ from pocketmq.protocol.names import (
     group_of_retry_topic,
     is_readable,
     is_retry_topic,
+    is_system_topic,
     is_writeable,
     retry_topic,
 )
@@ -152,6 +153,11 @@ class MessagingService:
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise RequestError(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system topic."
+            )
+        if is_system_topic(topic):
+            # Only the broker writes these (TopicValidator.isNotAllowedSendTopic).
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
         cfg = self.topics.get(topic)
         if cfg is None and is_retry_topic(topic):
