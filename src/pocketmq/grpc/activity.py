@@ -21,7 +21,12 @@ from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
 from pocketmq.grpc.receipts import ReceiptRenewer
 from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy
 from pocketmq.grpc.v2 import definition_pb2 as pb
-from pocketmq.protocol.fields import MAX_LONG_POLLING_MS, check_long_polling_ms, check_queue_id
+from pocketmq.protocol.fields import (
+    MAX_LONG_POLLING_MS,
+    check_group,
+    check_long_polling_ms,
+    check_queue_id,
+)
 from pocketmq.protocol.names import FIRST_RETRY_DELAY_LEVEL
 
 if TYPE_CHECKING:
@@ -95,12 +100,10 @@ class Activity:
         """The consumer group a request names.
 
         Raises:
-            GrpcRequestError: ILLEGAL_CONSUMER_GROUP for a blank name, CONSUMER_GROUP_NOT_FOUND
-                for an unknown group when groups are not auto-created.
+            RequestError: ILLEGAL_CONSUMER_GROUP for a blank or invalid name,
+                CONSUMER_GROUP_NOT_FOUND for an unknown group when groups are not auto-created.
         """
-        if not group:
-            raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
-        return self.messaging.group(group)
+        return self.messaging.group(check_group(group))
 
     def _group_policy(self, group: str) -> GroupPolicy:
         """The consumer group's retry policy (see ``_group`` for the errors)."""

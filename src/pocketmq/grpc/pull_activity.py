@@ -17,7 +17,7 @@ from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.fields import check_batch_size, check_offset
+from pocketmq.protocol.fields import check_batch_size, check_group, check_offset
 from pocketmq.protocol.message import decode_message
 
 
@@ -87,9 +87,7 @@ class PullActivity(Activity):
         """A group's committed offset in a queue. Without one the answer is OFFSET_NOT_FOUND,
         unlike a 4.x query (which answers 0 for a queue that never lost a message): a pull
         consumer then starts where its own policy says, by QueryOffset."""
-        group = convert.wrap(request.group)
-        if not group:
-            raise GrpcRequestError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is blank")
+        group = check_group(convert.wrap(request.group))
         cfg, queue_id = self._queue(request.message_queue)
         offset = self.messaging.committed_offset(group, cfg.topic_name, queue_id)
         if offset < 0:

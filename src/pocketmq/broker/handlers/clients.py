@@ -47,6 +47,30 @@ def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int
     return group, client_id, queues
 
 
+def _consumer_data(heartbeat: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ConsumerData entries of a heartbeat, each naming a valid group and carrying its
+    subscriptions as a list.
+
+    Raises:
+        RequestError: SYSTEM_ERROR for entries of another shape, as RocketMQ fails to decode
+            them; INVALID_PARAMETER for an invalid group name.
+    """
+    entries = heartbeat.get("consumerDataSet") or []
+    if not isinstance(entries, list):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat: consumerDataSet is not a list")
+    consumers = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("groupName"), str):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat: {entry!r} is not a consumer")
+        if not isinstance(entry.get("subscriptionDataSet") or [], list):
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, "heartbeat: subscriptionDataSet is not a list"
+            )
+        fields.check_group(entry["groupName"])
+        consumers.append(entry)
+    return consumers
+
+
 class ClientHandlers:
     def __init__(self, broker: Broker) -> None:
         self.consumers = broker.consumers
@@ -69,11 +93,10 @@ class ClientHandlers:
         if not isinstance(data, dict):
             raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat body is not an object")
         client_id = str(data.get("clientID", ""))
+        consumers = _consumer_data(data)
         channel.attributes["client_id"] = client_id
-        for consumer in data.get("consumerDataSet") or []:
-            if not isinstance(consumer, dict):
-                continue
-            self.messaging.ensure_retry_topic(str(consumer.get("groupName", "")))
+        for consumer in consumers:
+            self.messaging.ensure_retry_topic(consumer["groupName"])
             self.consumers.register(channel, client_id, consumer)
         return cmd.response(ResponseCode.SUCCESS)
 
