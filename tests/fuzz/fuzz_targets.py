@@ -229,6 +229,7 @@ class BrokerHarness:
             # again, and only the store (its files and flush thread) is closed.
             self.broker.store.close()
         else:
+            self.reset()  # the last input may have left what cannot be persisted
             self.loop.run_until_complete(self.broker.stop())
         self.loop.close()
 
