@@ -13,7 +13,9 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 - Offsets, consumer groups and queue locks.
 
 Refusals are ``RequestError`` values with RocketMQ's remoting code and remark; each edge maps
-them to its protocol. Field syntax (ranges, names) is checked by the edges before they call.
+them to its protocol. Each field's syntax (names, Java int and long ranges, polling times) is
+checked by the edges with ``protocol.fields`` before they call; what needs the broker's state
+(a queue id against its topic's queues) is checked here, with the same validators.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
@@ -38,9 +41,9 @@ from pocketmq.protocol.names import (
     group_of_retry_topic,
     is_readable,
     is_retry_topic,
+    is_system_topic,
     is_writeable,
     retry_topic,
-    topic_error,
 )
 from pocketmq.store import GetResult, MessageFilter, PutResult
 
@@ -48,10 +51,6 @@ if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
 
 log = logging.getLogger(__name__)
-
-# The longest a pull may be held, whatever its suspend timeout asks for: a client asking for
-# more is still answered (empty) in time, and a dead one cannot pin a waiter for long.
-MAX_PULL_HOLD_MS = 60_000
 
 
 def retries_spent(reconsume_times: int, max_reconsume_times: int) -> bool:
@@ -148,15 +147,17 @@ class MessagingService:
         with at most ``queue_nums`` queues (the broker's default when 0) when enabled.
 
         Raises:
-            RequestError: an invalid or system topic, a missing topic, or no write permission.
+            RequestError: the template topic itself, a missing topic, or no write permission.
         """
         self.check_writable()
-        err = topic_error(topic)
-        if err is not None:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise RequestError(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system topic."
+            )
+        if is_system_topic(topic):
+            # Only the broker writes these (TopicValidator.isNotAllowedSendTopic).
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
         cfg = self.topics.get(topic)
         if cfg is None and is_retry_topic(topic):
@@ -174,6 +175,19 @@ class MessagingService:
                 ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
             )
         return cfg
+
+    @staticmethod
+    def write_queue(cfg: TopicConfig, queue_id: int) -> int:
+        """The queue a send goes to: the one it names, or any (ANY_QUEUE) picked at random.
+
+        Raises:
+            RequestError: SYSTEM_ERROR for a queue the topic does not have, as RocketMQ says.
+        """
+        if queue_id == ANY_QUEUE:
+            return random.randrange(cfg.write_queue_nums)
+        return check_queue_id(
+            queue_id, cfg.write_queue_nums, topic=cfg.topic_name, code=ResponseCode.SYSTEM_ERROR
+        )
 
     async def send(self, msg: MessageExt, max_reconsume_times: int | None = None) -> PutResult:
         """Store one message a producer sent: a send to a retry topic may be dead-lettered
@@ -281,28 +295,30 @@ class MessagingService:
         """Raises: RequestError: see ``readable_topic``; SYSTEM_ERROR for a queue id the topic
         does not have."""
         cfg = self.readable_topic(topic)
-        if not 0 <= queue_id < cfg.read_queue_nums:
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR,
-                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                f"[{cfg.read_queue_nums}]",
-            )
+        check_queue_id(queue_id, cfg.read_queue_nums, topic=topic, code=ResponseCode.SYSTEM_ERROR)
         return cfg
 
     async def pull(
-        self, query: PullQuery, hold_ms: int, closed: asyncio.Future[None] | None = None
+        self,
+        query: PullQuery,
+        hold_ms: int,
+        closed: asyncio.Future[None] | None = None,
+        commit_offset: int = -1,
     ) -> GetResult:
         """Up to ``max_nums`` messages of a queue from ``offset``. With nothing to read, the
-        pull is held until a message arrives, ``hold_ms`` (at most MAX_PULL_HOLD_MS) pass or
-        the request's connection closes (``closed`` is done). The group's pull position is
-        noted.
+        pull is held until a message arrives, ``hold_ms`` pass (the edges cap it) or the
+        request's connection closes (``closed`` is done). The group's pull position is
+        noted, and ``commit_offset`` (when not negative) committed as the group's offset, as a
+        4.x pull carries it.
 
         Raises:
             RequestError: see ``readable_queue``.
         """
         self.readable_queue(query.topic, query.queue_id)
+        if commit_offset >= 0:
+            self.offsets.commit(query.group, query.topic, query.queue_id, commit_offset)
         clock = self.broker.clock
-        deadline = clock.monotonic() + min(hold_ms, MAX_PULL_HOLD_MS) / 1000
+        deadline = clock.monotonic() + hold_ms / 1000
         while True:
             result = self.store.get_message(
                 query.topic, query.queue_id, query.offset, query.max_nums, query.filter
@@ -321,6 +337,10 @@ class MessagingService:
     # ------------------------------------------------------------------ offsets
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Raises: RequestError: TOPIC_NOT_EXIST, or INVALID_PARAMETER for a queue the topic
+        does not have (an offset there would be kept and persisted for nothing)."""
+        cfg = self.topic(topic)
+        check_queue_id(queue_id, cfg.read_queue_nums, topic=topic)
         self.offsets.commit(group, topic, queue_id, offset)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int:

@@ -55,13 +55,19 @@ def already_delivered(store: MessageStore, parked: MessageExt, now_ms: int) -> b
     return bool(found.messages)
 
 
-def time_up(parked: MessageExt) -> MessageExt:
-    """The message to re-put when a parked one is due: back in its real topic and queue."""
+def time_up(parked: MessageExt) -> MessageExt | None:
+    """The message to re-put when a parked one is due: back in its real topic and queue. None
+    for a record that names no real topic (only the broker parks messages; such a record
+    would be parked again at once, for ever)."""
+    if not parked.properties.get(MessageConst.REAL_TOPIC):
+        log.error("parked message %s in %s has no REAL_TOPIC, skipped", parked.msg_id,
+                  parked.topic)  # fmt: skip
+        return None
     props = dict(parked.properties)
     props.pop(MessageConst.DELAY_TIME_LEVEL, None)
     props[MessageConst.WAIT_STORE_MSG_OK] = "false"
     return parked.put_again(
-        props.get(MessageConst.REAL_TOPIC, parked.topic),
+        props[MessageConst.REAL_TOPIC],
         int(props.get(MessageConst.REAL_QUEUE_ID, "0") or 0),
         props,
         parked.reconsume_times,
@@ -183,10 +189,11 @@ class ScheduleMessageService:
             if due > now:
                 return due - now
             msg = self.store.look_message_by_offset(phy)
+            again = None if msg is None else time_up(msg)
             if msg is None:
                 log.error("delay level %d: no message at commitlog offset %d, skipped", level, phy)
-            else:
-                result = await self.store.put_message(time_up(msg))
+            elif again is not None:
+                result = await self.store.put_message(again)
                 if not result.ok:
                     log.error(
                         "delay level %d: re-put of %s failed (%s), retrying in %.0f s",

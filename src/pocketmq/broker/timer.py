@@ -257,10 +257,11 @@ class TimerMessageService:
                 return due - now
             unit = cq.unit(off)
             msg = self.store.look_message_by_offset(unit[0]) if unit else None
+            again = None if msg is None else time_up(msg)
             if msg is None:
                 log.error("timer queue offset %d: no message, skipped", off)
-            else:
-                result = await self.store.put_message(time_up(msg))
+            elif again is not None:
+                result = await self.store.put_message(again)
                 if not result.ok:
                     log.error(
                         "timer re-put of %s failed (%s), retrying in %.0f s",

@@ -21,6 +21,7 @@ from pocketmq.grpc.convert import GrpcRequestError, SendLimits, status
 from pocketmq.grpc.receipts import ReceiptRenewer
 from pocketmq.grpc.settings import FIFO_RETRY_INTERVAL_MS, GroupPolicy
 from pocketmq.grpc.v2 import definition_pb2 as pb
+from pocketmq.protocol.fields import MAX_LONG_POLLING_MS, check_long_polling_ms, check_queue_id
 from pocketmq.protocol.names import FIRST_RETRY_DELAY_LEVEL
 
 if TYPE_CHECKING:
@@ -28,9 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A ReceiveMessage is held at most this long (grpcClientConsumerMaxLongPollingTimeoutMillis),
-# and answers this long before the client's deadline so that the answer arrives in time.
-MAX_LONG_POLLING_MS = 20_000
+# A long-polling call answers this long before the client's deadline, so that the answer
+# arrives in time.
 DEADLINE_MARGIN_MS = 500
 
 Req = TypeVar("Req")
@@ -133,24 +133,20 @@ class Activity:
             raise GrpcRequestError(
                 pb.BAD_REQUEST, f"the queue is on broker {mq.broker.name}, this is broker {name}"
             )
-        if not 0 <= mq.id < cfg.read_queue_nums:
-            raise GrpcRequestError(
-                pb.BAD_REQUEST,
-                f"queue id {mq.id} is illegal, topic {topic} has {cfg.read_queue_nums} read queues",
-            )
-        return cfg, mq.id
+        return cfg, check_queue_id(mq.id, cfg.read_queue_nums, topic=topic)
 
     @staticmethod
     def _long_polling_ms(timeout: Duration | None, context: Context) -> int:
         """How long a request may wait for messages: what it asks for (until its deadline when
-        it asks for nothing), at most MAX_LONG_POLLING_MS and ending before the deadline."""
+        it asks for nothing), at most fields.MAX_LONG_POLLING_MS and ending before the
+        deadline."""
         remaining = context.time_remaining()
         left_ms = None if remaining is None else int(remaining * 1000) - DEADLINE_MARGIN_MS
         if timeout is not None:
             wait_ms = convert.duration_ms(timeout)
         else:
             wait_ms = MAX_LONG_POLLING_MS if left_ms is None else left_ms
-        wait_ms = min(wait_ms, MAX_LONG_POLLING_MS)
+        wait_ms = check_long_polling_ms(wait_ms, "long_polling_timeout")
         if left_ms is not None:
             wait_ms = min(wait_ms, left_ms)
         return max(wait_ms, 0)

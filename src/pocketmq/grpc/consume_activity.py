@@ -12,15 +12,13 @@ from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.activity import Activity, boundary, log
 from pocketmq.grpc.calls import Context, client_meta
-from pocketmq.grpc.convert import GrpcRequestError, status
+from pocketmq.grpc.convert import status
 from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.settings import duration
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
+from pocketmq.protocol.fields import check_batch_size, check_invisible_ms
 from pocketmq.protocol.names import is_readable, is_writeable
-
-# The most messages one ReceiveMessage may ask for.
-MAX_RECEIVE_BATCH_SIZE = 1024
 
 
 class ConsumeActivity(Activity):
@@ -63,25 +61,17 @@ class ConsumeActivity(Activity):
         topic = convert.check_topic(request.message_queue.topic)
         group = convert.wrap(request.group)
         policy = self._group_policy(group)
-        if request.batch_size <= 0 or request.batch_size > MAX_RECEIVE_BATCH_SIZE:
-            raise GrpcRequestError(
-                pb.BAD_REQUEST, f"batch_size must be 1..{MAX_RECEIVE_BATCH_SIZE}"
-            )
+        check_batch_size(request.batch_size, "batch_size")
         config = self.broker.config
         if request.auto_renew:
             invisible_ms = config.default_invisible_time_mills
         else:
-            invisible_ms = convert.duration_ms(request.invisible_duration)
-            if not (
-                config.min_invisible_time_mills_for_recv
-                <= invisible_ms
-                <= config.max_invisible_time_mills
-            ):
-                raise GrpcRequestError(
-                    pb.ILLEGAL_INVISIBLE_TIME,
-                    f"invisible_duration must be {config.min_invisible_time_mills_for_recv}.."
-                    f"{config.max_invisible_time_mills} ms, got {invisible_ms} ms",
-                )
+            invisible_ms = check_invisible_ms(
+                convert.duration_ms(request.invisible_duration),
+                config.min_invisible_time_mills_for_recv,
+                config.max_invisible_time_mills,
+                "invisible_duration",
+            )
         tags, tag_set = convert.tag_filter(request.filter_expression)
         poll_ms = self._long_polling_ms(
             request.long_polling_timeout if request.HasField("long_polling_timeout") else None,
@@ -182,15 +172,12 @@ class ConsumeActivity(Activity):
         self, request: svc.ChangeInvisibleDurationRequest, context: Context
     ) -> svc.ChangeInvisibleDurationResponse:
         group, topic = self._group_and_topic(request.group, request.topic)
-        invisible_ms = convert.duration_ms(request.invisible_duration)
-        if not 0 <= invisible_ms <= self.broker.config.max_invisible_time_mills:
-            return svc.ChangeInvisibleDurationResponse(
-                status=status(
-                    pb.ILLEGAL_INVISIBLE_TIME,
-                    f"invisible_duration must be 0..{self.broker.config.max_invisible_time_mills}"
-                    f" ms, got {invisible_ms} ms",
-                )
-            )
+        invisible_ms = check_invisible_ms(
+            convert.duration_ms(request.invisible_duration),
+            0,
+            self.broker.config.max_invisible_time_mills,
+            "invisible_duration",
+        )
         try:
             handle = await self.renewer.settle(
                 client_meta(context).client_id, group, request.message_id, request.receipt_handle

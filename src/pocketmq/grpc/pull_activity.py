@@ -17,6 +17,7 @@ from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.fields import check_batch_size, check_offset
 from pocketmq.protocol.message import decode_message
 
 
@@ -38,12 +39,11 @@ class PullActivity(Activity):
         self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
         topic = cfg.topic_name
-        if request.batch_size <= 0:
-            raise GrpcRequestError(pb.BAD_REQUEST, "batch_size must be positive")
+        batch_size = check_batch_size(request.batch_size, "batch_size")
+        offset = check_offset(request.offset)
         tags, tag_names = convert.tag_filter(request.filter_expression)
         timeout = request.long_polling_timeout if request.HasField("long_polling_timeout") else None
-        offset = request.offset
-        query = PullQuery(group, topic, queue_id, offset, request.batch_size, tags)
+        query = PullQuery(group, topic, queue_id, offset, batch_size, tags)
         result = await self.messaging.pull(query, self._long_polling_ms(timeout, context))
         code = pull_code(result.status, offset)
         next_offset = result.next_begin_offset
@@ -76,11 +76,8 @@ class PullActivity(Activity):
         group = convert.wrap(request.group)
         self._group(group)
         cfg, queue_id = self._queue(request.message_queue)
-        if request.offset < 0:
-            return svc.UpdateOffsetResponse(
-                status=status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-            )
-        self.messaging.commit_offset(group, cfg.topic_name, queue_id, request.offset)
+        offset = check_offset(request.offset)
+        self.messaging.commit_offset(group, cfg.topic_name, queue_id, offset)
         return svc.UpdateOffsetResponse(status=status())
 
     @boundary(lambda s: svc.GetOffsetResponse(status=s))

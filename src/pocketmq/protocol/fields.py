@@ -171,12 +171,14 @@ def check_queue_id(
     topic: str = "",
     allow_any: bool = False,
     name: str = "queueId",
+    code: int = _INVALID,
 ) -> int:
     """A queue id: 0..queue_nums - 1 (any Java int >= 0 when the count is unknown). Where
     RocketMQ lets the broker choose (a send), a negative id comes back as ANY_QUEUE.
 
     Raises:
-        FieldError: INVALID_PARAMETER, naming the topic's count.
+        FieldError: with ``code`` (INVALID_PARAMETER; sends and pulls answer SYSTEM_ERROR in
+            RocketMQ), naming the topic's count.
     """
     if allow_any and JAVA_INT_MIN <= value < 0:
         return ANY_QUEUE
@@ -187,7 +189,7 @@ def check_queue_id(
         remark = f"{name}[{value}] is illegal: queue ids{of_topic} are 0..{hi}{count}"
         if allow_any:
             remark += ", or negative to let the broker choose"
-        raise FieldError(_INVALID, remark, FieldKind.QUEUE_ID, name)
+        raise FieldError(code, remark, FieldKind.QUEUE_ID, name)
     return value
 
 

@@ -8,6 +8,7 @@ RocketMQ). No I/O here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -119,6 +120,8 @@ NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
 _VALID_NAME = re.compile(NAME_PATTERN)
 
 
+# Both validators run on every request: a broker sees few distinct names, so answers are kept.
+@functools.lru_cache(maxsize=4096)
 def topic_error(topic: str) -> str | None:
     """Why ``topic`` is not a valid topic name, or None (TopicValidator.validateTopic)."""
     if not topic or not topic.strip():
@@ -134,6 +137,7 @@ def topic_error(topic: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def group_error(group: str) -> str | None:
     """Why ``group`` is not a valid consumer or producer group name, or None
     (Validators.checkGroup)."""

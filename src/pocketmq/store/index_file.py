@@ -114,7 +114,17 @@ class IndexFile:
 
     def _write_header(self) -> None:
         self.dirty = True
-        _HEADER.pack_into(self.mf.mm, 0, *map(self.__getattribute__, _HEADER_FIELDS))
+        # Spelled out, not through _HEADER_FIELDS: this runs on every key inserted.
+        _HEADER.pack_into(
+            self.mf.mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for a key whose index_key_hash is key_hash; False when full."""

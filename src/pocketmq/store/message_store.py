@@ -18,7 +18,6 @@ import fcntl
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from pocketmq.protocol.message import (
     decode_offset_msg_id,
     decode_record_info,
 )
+from pocketmq.store import retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import FlushDiskType, StoreConfig
@@ -229,7 +229,7 @@ class MessageStore:
         return cq
 
     def _recover(self) -> None:
-        for cq in self._all_queues():
+        for cq in self.all_queues():
             cq.recover()
         assert self.checkpoint is not None
         if self.last_exit_ok:
@@ -246,7 +246,7 @@ class MessageStore:
                 self.reput.dispatch(request_from_record(info, self.config.delay_levels_ms))
 
             end = self.commitlog.recover_abnormally(min_ts, redispatch)
-        for cq in self._all_queues():
+        for cq in self.all_queues():
             cq.truncate_dirty(end)
         if self.config.message_index_enable and self.index.end_phy_offset() >= end:
             self.index.truncate(end)
@@ -254,19 +254,19 @@ class MessageStore:
         dispatched = self.reput.pump()
         if dispatched:
             log.info("dispatched %d records to consume queues and the index", dispatched)
-        for cq in self._all_queues():
+        for cq in self.all_queues():
             self.commitlog.topic_queue_table[(cq.topic, cq.queue_id)] = cq.max_offset_in_queue()
             cq.correct_min_offset(self.commitlog.min_offset())
 
     def _reput_start(self) -> int:
         """Where dispatch resumes: past every record known to be in the queues and index."""
-        cq_end = max((cq.max_physic_offset for cq in self._all_queues()), default=-1)
+        cq_end = max((cq.max_physic_offset for cq in self.all_queues()), default=-1)
         start = cq_end
         if self.config.message_index_enable:
             start = min(start, self.index.end_phy_offset())
         return min(max(start, self.commitlog.min_offset()), self.commitlog.max_offset())
 
-    def _all_queues(self) -> list[ConsumeQueue]:
+    def all_queues(self) -> list[ConsumeQueue]:
         return [
             cq for queues in list(self.consume_queue_table.values()) for cq in list(queues.values())
         ]
@@ -555,7 +555,7 @@ class MessageStore:
     def flush_logics(self) -> None:
         """Sync consume queues and the index, then record how far they are durable."""
         ts = self.reput.last_store_timestamp
-        for cq in self._all_queues():
+        for cq in self.all_queues():
             try:
                 cq.flush()
             except ValueError:
@@ -570,54 +570,15 @@ class MessageStore:
             cp.flush()
 
     def check_disk(self) -> None:
-        used, total = self.disk_usage(self.commitlog.mfq.directory)
-        ratio = used * 100 / total if total else 0
-        full = ratio >= self.config.disk_space_warning_level_ratio
-        if full != self.disk_full:
-            if full:
-                log.error("disk %.1f%% used: refusing writes", ratio)
-            else:
-                log.warning("disk %.1f%% used: accepting writes again", ratio)
-            self.disk_full = full
+        """Refuse writes while the disk is past diskSpaceWarningLevelRatio."""
+        retention.check_disk(self)
 
     def _retention_task(self) -> None:
         self.run_retention()
 
     def run_retention(self) -> int:
-        """Delete expired CommitLog files (CleanCommitLogService), then the consume-queue and
-        index files that only point at removed records. Returns the CommitLog files removed."""
-        cfg = self.config
-        now = self.clock.now_ms()
-        used, total = self.disk_usage(self.commitlog.mfq.directory)
-        ratio = used * 100 / total if total else 0
-        hour_ok = time.localtime(now / 1000).tm_hour in cfg.delete_hours
-        space_needed = ratio >= cfg.disk_max_used_space_ratio
-        forcibly = cfg.clean_file_forcibly_enable and ratio >= cfg.disk_space_clean_forcibly_ratio
-        if not (hour_ok or space_needed or forcibly):
-            return 0
-        mfq = self.commitlog.mfq
-        reserved_ms = cfg.file_reserved_time * 3_600_000
-        victims = mfq.expired_candidates(reserved_ms, now) if hour_ok or space_needed else []
-        if forcibly and not victims:
-            # Space is short and nothing has expired: give up the oldest segment.
-            victims = mfq.expired_candidates(0, now)[:1]
-        # At most ten per run, as RocketMQ, and never bytes that are not durable yet.
-        victims = [v for v in victims[:10] if v.file_end_offset <= mfq.flushed_where]
-        removed = 0
-        for mf in victims:
-            if mfq.first() is not mf:
-                break
-            mfq.delete_first()
-            removed += 1
-            log.info("retention deleted commitlog segment %s", mf.path.name)
-        if removed:
-            commitlog_min = self.commitlog.min_offset()
-            for cq in self._all_queues():
-                cq.delete_expired_files(commitlog_min)
-                cq.correct_min_offset(commitlog_min)
-            if cfg.message_index_enable:
-                self.index.delete_expired(commitlog_min)
-        return removed
+        """Delete expired files (see ``store.retention``); returns the CommitLog files removed."""
+        return retention.run_retention(self)
 
 
 def _disk_usage(path: Path) -> tuple[int, int]:

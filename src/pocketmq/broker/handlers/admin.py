@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import ProtocolError, RequestError
-from pocketmq.protocol import json_body
+from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_bool, get_int, get_str
-from pocketmq.protocol.names import PERM_READ_WRITE, topic_error
+from pocketmq.protocol.headers import get_bool, get_str
+from pocketmq.protocol.names import PERM_READ_WRITE
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
@@ -43,22 +43,19 @@ class AdminHandlers:
     def update_and_create_topic(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        topic = get_str(cmd, "topic")
-        err = topic_error(topic)
-        if err is not None:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, err)
-        nums_r = get_int(cmd, "readQueueNums", self.broker.config.default_topic_queue_nums)
-        nums_w = get_int(cmd, "writeQueueNums", nums_r)
-        if not (0 < nums_r <= 1024 and 0 < nums_w <= 1024):
-            raise RequestError(ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
+        # RocketMQ answers SYSTEM_ERROR to an invalid topic name here (validateTopic).
+        topic = fields.topic(cmd, code=ResponseCode.SYSTEM_ERROR)
+        nums_r = fields.queue_nums(
+            cmd, "readQueueNums", self.broker.config.default_topic_queue_nums
+        )
         self.topics.update(
             TopicConfig(
                 topic_name=topic,
                 read_queue_nums=nums_r,
-                write_queue_nums=nums_w,
-                perm=get_int(cmd, "perm", PERM_READ_WRITE),
+                write_queue_nums=fields.queue_nums(cmd, "writeQueueNums", nums_r),
+                perm=fields.perm(cmd, default=PERM_READ_WRITE),
                 topic_filter_type=get_str(cmd, "topicFilterType", "SINGLE_TAG"),
-                topic_sys_flag=get_int(cmd, "topicSysFlag", 0),
+                topic_sys_flag=fields.java_int(cmd, "topicSysFlag", 0),
                 order=get_bool(cmd, "order"),
             )
         )
@@ -66,7 +63,7 @@ class AdminHandlers:
         return cmd.response(ResponseCode.SUCCESS)
 
     def delete_topic(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        topic = get_str(cmd, "topic")
+        topic = fields.topic(cmd)
         self.topics.delete(topic)
         self.store.delete_topics({topic})
         self.broker.register_soon()
@@ -93,7 +90,7 @@ class AdminHandlers:
         return topics
 
     def get_consume_stats(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        group = get_str(cmd, "consumerGroup")
+        group = fields.group(cmd)
         offsets = self.broker.offsets
         table: dict[str, dict[str, int]] = {}
         for topic in sorted(self._consume_stats_topics(cmd, group)):
@@ -143,5 +140,5 @@ class AdminHandlers:
     def delete_subscription_group(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        self.groups.delete(get_str(cmd, "groupName"))
+        self.groups.delete(fields.group(cmd, "groupName"))
         return cmd.response(ResponseCode.SUCCESS)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pocketmq.errors import ProtocolError, RequestError
-from pocketmq.protocol import json_body
+from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
@@ -16,14 +15,35 @@ if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
 
 
+def _text(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {name} must be a string")
+    return value
+
+
 def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int]]]:
+    """A LockBatchRequestBody: consumerGroup, clientId and mqSet (topic, brokerName, queueId).
+
+    Raises:
+        RequestError: SYSTEM_ERROR for a body of another shape, as RocketMQ fails to decode it;
+            a field refused by ``protocol.fields``.
+    """
     try:
         data: Any = json_body.loads(cmd.body)
-        group = str(data["consumerGroup"])
-        client_id = str(data["clientId"])
-        queues = [(str(q["topic"]), str(q["brokerName"]), int(q["queueId"])) for q in data["mqSet"]]
-    except (ProtocolError, KeyError, TypeError, ValueError) as exc:
-        raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {exc!r}") from exc
+    except ProtocolError as exc:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("mqSet"), list):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, "lock body: needs an mqSet list")
+    group = fields.check_group(_text(data, "consumerGroup"))
+    client_id = _text(data, "clientId")
+    queues = []
+    for mq in data["mqSet"]:
+        queue_id = mq.get("queueId") if isinstance(mq, dict) else None
+        if not isinstance(mq, dict) or type(queue_id) is not int:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"lock body: {mq!r} is not a queue")
+        topic = fields.check_topic(_text(mq, "topic"))
+        queues.append((topic, _text(mq, "brokerName"), fields.check_queue_id(queue_id)))
     return group, client_id, queues
 
 
@@ -64,7 +84,7 @@ class ClientHandlers:
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_consumer_list(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        group = get_str(cmd, "consumerGroup")
+        group = fields.group(cmd)
         ids = self.consumers.client_ids(group)
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_int, get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
@@ -33,8 +33,7 @@ class OffsetHandlers:
     def query_consumer_offset(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
-        queue_id = get_int(cmd, "queueId")
+        group, topic, queue_id = fields.group(cmd), fields.topic(cmd), fields.queue_id(cmd)
         offset = self.messaging.committed_offset(group, topic, queue_id)
         if offset >= 0:
             return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
@@ -50,31 +49,29 @@ class OffsetHandlers:
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         self.messaging.commit_offset(
-            get_str(cmd, "consumerGroup"),
-            get_str(cmd, "topic"),
-            get_int(cmd, "queueId"),
-            get_int(cmd, "commitOffset"),
-        )
+            fields.group(cmd), fields.topic(cmd), fields.queue_id(cmd),
+            fields.offset(cmd, "commitOffset"),
+        )  # fmt: skip
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_max_offset(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        offset = self.messaging.max_offset(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        offset = self.messaging.max_offset(fields.topic(cmd), fields.queue_id(cmd))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     def get_min_offset(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        offset = self.messaging.min_offset(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        offset = self.messaging.min_offset(fields.topic(cmd), fields.queue_id(cmd))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     def search_offset_by_timestamp(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         offset = self.messaging.offset_by_time(
-            get_str(cmd, "topic"), get_int(cmd, "queueId"), get_int(cmd, "timestamp")
+            fields.topic(cmd), fields.queue_id(cmd), fields.timestamp_ms(cmd, "timestamp")
         )
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     def get_earliest_msg_storetime(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        ts = self.store.get_earliest_message_time(get_str(cmd, "topic"), get_int(cmd, "queueId"))
+        ts = self.store.get_earliest_message_time(fields.topic(cmd), fields.queue_id(cmd))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.messaging import PullQuery
 from pocketmq.broker.status_map import pull_code
+from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_int, get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 from pocketmq.store import GetStatus, TagFilter
@@ -39,21 +39,20 @@ class PullHandlers:
 
     async def pull_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         query = PullQuery(
-            group=get_str(cmd, "consumerGroup"),
-            topic=get_str(cmd, "topic"),
-            queue_id=get_int(cmd, "queueId"),
-            offset=get_int(cmd, "queueOffset"),
-            max_nums=get_int(cmd, "maxMsgNums", 32),
+            group=fields.group(cmd),
+            topic=fields.topic(cmd),
+            queue_id=fields.queue_id(cmd),
+            offset=fields.offset(cmd, "queueOffset"),
+            max_nums=fields.batch_size(cmd, default=32),
             filter=TagFilter.parse(cmd.ext_fields.get("subscription")),
         )
-        sys_flag = get_int(cmd, "sysFlag", 0)
-        self.messaging.readable_queue(query.topic, query.queue_id)
-        if sys_flag & PULL_FLAG_COMMIT_OFFSET and self.config.broker_id == 0:
-            commit = get_int(cmd, "commitOffset", -1)
-            if commit >= 0:
-                self.messaging.commit_offset(query.group, query.topic, query.queue_id, commit)
-        hold_ms = self._hold_ms(sys_flag, get_int(cmd, "suspendTimeoutMillis", 0))
-        result = await self.messaging.pull(query, hold_ms, channel.closed)
+        sys_flag = fields.java_int(cmd, "sysFlag", 0)
+        commit = fields.offset(cmd, "commitOffset", -1, allow_none=True)
+        hold_ms = self._hold_ms(sys_flag, fields.long_polling_ms(cmd))
+        # Only a master keeps the offsets a pull commits.
+        if not sys_flag & PULL_FLAG_COMMIT_OFFSET or self.config.broker_id != 0:
+            commit = -1
+        result = await self.messaging.pull(query, hold_ms, channel.closed, commit)
         code = pull_code(result.status, query.offset)
         return cmd.response(
             code,

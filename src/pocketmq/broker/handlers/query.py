@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_int, get_str
+from pocketmq.protocol.headers import get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
@@ -25,20 +26,20 @@ class QueryHandlers:
         }
 
     def view_message_by_id(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        raw = self.store.select_one_message_by_offset(get_int(cmd, "offset"))
+        raw = self.store.select_one_message_by_offset(fields.offset(cmd, "offset"))
         if raw is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
         return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     def query_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         result = self.store.query_message(
-            get_str(cmd, "topic"),
+            fields.topic(cmd),
             get_str(cmd, "key"),
-            get_int(cmd, "maxNum", 32),
-            get_int(cmd, "beginTimestamp", 0),
-            get_int(cmd, "endTimestamp", 2**62),
+            fields.batch_size(cmd, "maxNum", 32),
+            fields.java_long(cmd, "beginTimestamp", 0),
+            fields.java_long(cmd, "endTimestamp", fields.JAVA_LONG_MAX),
         )
-        fields = {
+        ext = {
             "indexLastUpdateTimestamp": result.index_last_update_timestamp,
             "indexLastUpdatePhyoffset": result.index_last_update_phy_offset,
         }
@@ -46,6 +47,6 @@ class QueryHandlers:
             return cmd.response(
                 ResponseCode.QUERY_NOT_FOUND,
                 "can not find message, maybe time range not correct",
-                fields,
+                ext,
             )
-        return cmd.response(ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(result.messages))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=ext, body=b"".join(result.messages))

@@ -3,14 +3,15 @@ CONSUMER_SEND_MSG_BACK (36): parse, then the messaging service stores (SendMessa
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.protocol import fields
 from pocketmq.protocol.batch import decode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_bool, get_int, get_str
+from pocketmq.protocol.fields import ANY_QUEUE
+from pocketmq.protocol.headers import get_bool, get_str
 from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
@@ -103,37 +104,34 @@ class SendHandlers:
         # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
         if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
-        topic = get_str(cmd, "topic")
+        # RocketMQ answers SYSTEM_ERROR to a send naming an invalid topic (msgCheck).
+        topic = fields.topic(cmd, code=ResponseCode.SYSTEM_ERROR)
+        default_nums = self.broker.config.default_topic_queue_nums
         cfg = self.messaging.topic_for_send(
             topic,
             get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
-            get_int(cmd, "defaultTopicQueueNums", self.broker.config.default_topic_queue_nums),
+            fields.queue_nums(cmd, "defaultTopicQueueNums", default_nums),
         )
-        queue_id = get_int(cmd, "queueId", -1)
-        if queue_id < 0:
-            queue_id = random.randrange(cfg.write_queue_nums)
-        if queue_id >= cfg.write_queue_nums:
-            raise RequestError(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, topic {topic} has "
-                f"{cfg.write_queue_nums} write queues",
-            )
+        queue_id = self.messaging.write_queue(
+            cfg, fields.queue_id(cmd, allow_any=True, default=ANY_QUEUE)
+        )
+        fields.check_body_size(len(cmd.body), self.broker.config.store.max_message_size)
         base = MessageExt(
             topic=topic,
             body=cmd.body,
             queue_id=queue_id,
-            flag=get_int(cmd, "flag", 0),
+            flag=fields.java_int(cmd, "flag", 0),
             properties=decode_properties(get_str(cmd, "properties", "")),
-            sys_flag=get_int(cmd, "sysFlag", 0),
-            born_timestamp=get_int(cmd, "bornTimestamp", 0),
+            sys_flag=fields.java_int(cmd, "sysFlag", 0),
+            born_timestamp=fields.timestamp_ms(cmd, "bornTimestamp", 0),
             born_host=born_host(channel),
             store_host=self.messaging.store_host,
-            reconsume_times=get_int(cmd, "reconsumeTimes", 0),
+            reconsume_times=fields.java_int(cmd, "reconsumeTimes", 0),
         )
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
             result = await self.messaging.send_batch(unbatch(base))
         else:
-            max_times = get_int(cmd, "maxReconsumeTimes", -1)
+            max_times = fields.java_int(cmd, "maxReconsumeTimes", -1)
             result = await self.messaging.send(base, max_times if max_times >= 0 else None)
         return put_response(cmd, result, queue_id)
 
@@ -144,10 +142,10 @@ class SendHandlers:
         # group's.
         sent_max = cmd.ext_fields.get("maxReconsumeTimes")
         result = await self.messaging.send_back(
-            get_str(cmd, "group"),
-            get_int(cmd, "offset"),
-            get_int(cmd, "delayLevel", 0),
-            get_int(cmd, "maxReconsumeTimes") if sent_max else None,
+            fields.group(cmd, "group"),
+            fields.offset(cmd, "offset"),
+            fields.java_int(cmd, "delayLevel", 0),
+            fields.java_int(cmd, "maxReconsumeTimes") if sent_max else None,
         )
         if result is not None and not result.ok:
             remark = PUT_STATUS_CODES[result.status][1]
