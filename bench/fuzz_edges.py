@@ -100,7 +100,10 @@ def run(target: str, indexes: range, seed: int, findings: Findings, root: Path) 
                 make, check = plan(target, harness)
     finally:
         if harness is not None:
-            harness.close()
+            try:
+                harness.close()
+            except Exception as exc:  # reported with the rest, not instead of it
+                findings.record(target, -1, "stopping the broker", exc)
     return time.perf_counter() - start
 
 

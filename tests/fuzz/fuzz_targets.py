@@ -45,7 +45,7 @@ from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
-from pocketmq.protocol.names import is_system_topic
+from pocketmq.protocol.names import REVIVE_GROUP
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 from pocketmq.store.config import StoreConfig
@@ -125,9 +125,9 @@ class _CaughtExceptions(logging.Handler):
 
 
 def _client_offsets(table: dict[str, dict[int, int]]) -> dict[str, dict[int, int]]:
-    """The offsets clients commit: the broker's own services (POP revive) keep theirs under
-    system topics, changing them in the background."""
-    return {k: dict(v) for k, v in table.items() if not is_system_topic(k.partition("@")[0])}
+    """The offsets clients commit: the POP revive service keeps its own under its group,
+    changing them in the background."""
+    return {k: dict(v) for k, v in table.items() if k.partition("@")[2] != REVIVE_GROUP}
 
 
 class BrokerHarness:
@@ -229,6 +229,7 @@ class BrokerHarness:
             # again, and only the store (its files and flush thread) is closed.
             self.broker.store.close()
         else:
+            self.reset()  # the last input may have left what cannot be persisted
             self.loop.run_until_complete(self.broker.stop())
         self.loop.close()
 

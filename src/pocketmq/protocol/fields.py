@@ -30,7 +30,7 @@ from typing import Final
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_int, get_str
-from pocketmq.protocol.names import PERM_PRIORITY, group_error, is_system_topic, topic_error
+from pocketmq.protocol.names import PERM_PRIORITY, group_error, topic_error
 from pocketmq.protocol.remoting import RemotingCommand
 
 # ------------------------------------------------------------------ limits
@@ -273,25 +273,6 @@ def check_topic(value: str, code: int = _INVALID) -> str:
     err = topic_error(value)
     if err is not None:
         raise FieldError(code, err, FieldKind.TOPIC, "topic")
-    return value
-
-
-def check_sendable_topic(value: str) -> str:
-    """A topic a producer may send to: a valid name (INVALID_PARAMETER otherwise) and not one
-    the broker keeps for itself (TopicValidator.isNotAllowedSendTopic): a message sent into
-    SCHEDULE_TOPIC_XXXX without a real topic would be re-put into it again and again.
-
-    Raises:
-        FieldError: INVALID_PARAMETER, or NO_PERMISSION for a system topic.
-    """
-    check_topic(value)
-    if is_system_topic(value):
-        raise FieldError(
-            ResponseCode.NO_PERMISSION,
-            f"Sending message to topic[{value}] is forbidden: it is a system topic",
-            FieldKind.TOPIC,
-            "topic",
-        )
     return value
 
 

@@ -73,6 +73,10 @@ def _header_struct(born_len: int, store_len: int) -> struct.Struct:
 
 
 _HEADERS = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
+# The message's own fixed-width fields, as the header packs them: queueId flag sysFlag bornTs
+# reconsumeTimes preparedTxOffset. Checked before the lock, so that a value that does not fit
+# is refused instead of failing the append half-way.
+_MESSAGE_FIELDS = struct.Struct(">iiiQiq")
 
 
 class _Encoded(NamedTuple):
@@ -168,6 +172,13 @@ class CommitLog:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=str(exc))
         born = _host_bytes(msg.born_host)
         sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+        try:
+            _MESSAGE_FIELDS.pack(
+                msg.queue_id, msg.flag, sys_flag, msg.born_timestamp, msg.reconsume_times,
+                msg.prepared_transaction_offset,
+            )  # fmt: skip
+        except struct.error as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=f"a field does not fit: {exc}")
         if len(born) == 20:
             sys_flag |= SysFlag.BORNHOST_V6
         if self._store_v6:

@@ -68,9 +68,6 @@ ACCEPTED: list[tuple[Callable[[Any], Any], Any, Any]] = [
     (fields.check_topic, "%RETRY%" + "G" * 248, "%RETRY%" + "G" * 248),
     (fields.check_topic, "a-b_c|d%e", "a-b_c|d%e"),
     (fields.check_group, "G" * 255, "G" * 255),
-    (fields.check_sendable_topic, "T", "T"),
-    (fields.check_sendable_topic, "%RETRY%G", "%RETRY%G"),
-    (fields.check_sendable_topic, "%DLQ%G", "%DLQ%G"),
 ]
 
 # (validator, value, code, kind, words the remark must contain)
@@ -138,15 +135,6 @@ REFUSED: list[tuple[Callable[[Any], Any], Any, int, FieldKind, str]] = [
     (fields.check_topic, "Tö", INVALID, FieldKind.TOPIC, "illegal characters"),
     (lambda v: fields.check_topic(v, ResponseCode.SYSTEM_ERROR), "", SYSTEM, FieldKind.TOPIC,
      "blank"),
-    (fields.check_sendable_topic, "SCHEDULE_TOPIC_XXXX", ResponseCode.NO_PERMISSION,
-     FieldKind.TOPIC, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden"),
-    (fields.check_sendable_topic, "rmq_sys_wheel_timer", ResponseCode.NO_PERMISSION,
-     FieldKind.TOPIC, "forbidden"),
-    (fields.check_sendable_topic, "RMQ_SYS_TRANS_HALF_TOPIC", ResponseCode.NO_PERMISSION,
-     FieldKind.TOPIC, "forbidden"),
-    (fields.check_sendable_topic, "TBW102", ResponseCode.NO_PERMISSION, FieldKind.TOPIC,
-     "forbidden"),
-    (fields.check_sendable_topic, "bad topic", INVALID, FieldKind.TOPIC, "illegal characters"),
     (fields.check_group, "", INVALID, FieldKind.GROUP, "blank"),
     (fields.check_group, "G" * 256, INVALID, FieldKind.GROUP, "max length 255"),
     (fields.check_group, "G\n", INVALID, FieldKind.GROUP, "illegal characters"),

@@ -432,6 +432,24 @@ def test_oversize_body_is_illegal_and_writes_nothing(open_small: StoreFactory) -
     assert store.max_phy_offset() == before
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("flag", 2**31), ("sys_flag", -(2**31) - 1), ("born_timestamp", -1),
+     ("reconsume_times", 10**20), ("queue_id", 2**31)],
+)  # fmt: skip
+def test_a_field_that_does_not_fit_its_slot_is_illegal_and_writes_nothing(
+    open_small: StoreFactory, field: str, value: int
+) -> None:
+    store = open_small()
+    bad = msg()
+    setattr(bad, field, value)
+    result = put(store, bad)
+    assert result.status is PutStatus.MESSAGE_ILLEGAL
+    assert "does not fit" in result.detail
+    assert store.max_phy_offset() == 0
+    assert put(store, msg()).ok
+
+
 def test_properties_too_large(open_small: StoreFactory) -> None:
     store = open_small()
     result = put(store, msg(properties={"big": "v" * 32767}))
