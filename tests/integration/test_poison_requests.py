@@ -185,6 +185,13 @@ POISON = [
          {"topic": TOPIC, "key": "k", "maxNum": HUGE, "beginTimestamp": 0, "endTimestamp": 1}),
     # Last, as accepted they starve the broker: a message sent into the delay levels' own
     # topic (or the timer's) is re-put into it again and again.
+    # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: names and numbers a table cannot keep.
+    Case("group-name-illegal", C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
+         json.dumps({"groupName": "bad group"}).encode()),
+    Case("group-retry-queues-huge", C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
+         json.dumps({"groupName": "G1", "retryQueueNums": HUGE}).encode()),
+    Case("group-retry-times-huge", C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
+         json.dumps({"groupName": "G2", "retryMaxTimes": HUGE}).encode()),
     Case("send-schedule-topic", C.SEND_MESSAGE, send(topic="SCHEDULE_TOPIC_XXXX"), b"x"),
     Case("send-timer-topic", C.SEND_MESSAGE, send(topic="rmq_sys_wheel_timer"), b"x"),
 ]  # fmt: skip

@@ -238,6 +238,9 @@ class Broker:
         self.pull_hold.wake_all()
         if self.server is not None:
             await self.server.stop()
-        self.offsets.persist()
-        self.topics.persist()
+        for table in (self.offsets, self.topics):
+            try:
+                table.persist()
+            except Exception:  # the store must still close cleanly
+                log.exception("persisting %s at stop failed", type(table).__name__)
         await asyncio.to_thread(self.store.close)

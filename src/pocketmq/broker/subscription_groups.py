@@ -94,8 +94,17 @@ class SubscriptionGroupManager:
         self.persist()
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
+        old = self.table.get(cfg.group_name)
         self.table[cfg.group_name] = cfg
-        self._changed()
+        try:
+            self._changed()
+        except BaseException:
+            # Not persisted: the table goes back to what the file holds.
+            if old is None:
+                del self.table[cfg.group_name]
+            else:
+                self.table[cfg.group_name] = old
+            raise
 
     def delete(self, group: str) -> None:
         if self.table.pop(group, None) is not None:

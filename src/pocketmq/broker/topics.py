@@ -110,8 +110,17 @@ class TopicConfigManager:
         return self.table.get(topic)
 
     def update(self, cfg: TopicConfig) -> None:
+        old = self.table.get(cfg.topic_name)
         self.table[cfg.topic_name] = cfg
-        self._changed()
+        try:
+            self._changed()
+        except BaseException:
+            # Not persisted: the table goes back to what the file holds.
+            if old is None:
+                del self.table[cfg.topic_name]
+            else:
+                self.table[cfg.topic_name] = old
+            raise
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:

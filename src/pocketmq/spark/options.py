@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pocketmq.errors import ConfigError
+from pocketmq.protocol.fields import MAX_BATCH_SIZE
 
 EARLIEST: Final = -2  # in offsets JSON, as Kafka's
 LATEST: Final = -1
@@ -132,7 +133,13 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"option {name}={raw!r}: expected true or false")
 
 
-def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+def _int(
+    options: Mapping[str, str],
+    name: str,
+    default: int | None,
+    minimum: int,
+    maximum: int | None = None,
+) -> int | None:
     raw = _get(options, name)
     if raw is None:
         return default
@@ -142,11 +149,15 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
         raise ConfigError(f"option {name}={raw!r}: expected an integer") from None
     if value < minimum:
         raise ConfigError(f"option {name}={value}: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"option {name}={value}: must be at most {maximum}")
     return value
 
 
-def _req_int(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    value = _int(options, name, default, minimum)
+def _req_int(
+    options: Mapping[str, str], name: str, default: int, minimum: int, maximum: int | None = None
+) -> int:
+    value = _int(options, name, default, minimum, maximum)
     assert value is not None
     return value
 
@@ -306,7 +317,10 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             options, "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION, 1
         ),
         consumer_group=_get(options, "consumerGroup") or DEFAULT_READ_GROUP,
-        pull_batch_size=_req_int(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, 1),
+        # The broker refuses pulls of more (protocol.fields.MAX_BATCH_SIZE).
+        pull_batch_size=_req_int(
+            options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, 1, MAX_BATCH_SIZE
+        ),
         pulls_in_flight=_req_int(options, "pullsInFlight", DEFAULT_PULLS_IN_FLIGHT, 1),
         timeout_ms=_req_int(options, "timeoutMs", DEFAULT_TIMEOUT_MS, 1),
     )

@@ -129,6 +129,12 @@ class AdminHandlers:
             cfg = SubscriptionGroupConfig.from_json(data)
         except (ProtocolError, TypeError, ValueError) as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"subscription group: {exc}") from exc
+        fields.check_group(cfg.group_name)
+        fields.check_java_int(cfg.retry_max_times, "retryMaxTimes")
+        fields.check_java_int(cfg.broker_id, "brokerId")
+        fields.check_java_int(cfg.which_broker_when_consume_slowly, "whichBrokerWhenConsumeSlowly")
+        if cfg.retry_queue_nums:  # 0: the group wants no retries
+            fields.check_queue_nums(cfg.retry_queue_nums, "retryQueueNums")
         self.groups.update(cfg)
         return cmd.response(ResponseCode.SUCCESS)
 
