@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pocketmq.broker.topics import put_persisted
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -94,17 +95,7 @@ class SubscriptionGroupManager:
         self.persist()
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
-        old = self.table.get(cfg.group_name)
-        self.table[cfg.group_name] = cfg
-        try:
-            self._changed()
-        except BaseException:
-            # Not persisted: the table goes back to what the file holds.
-            if old is None:
-                del self.table[cfg.group_name]
-            else:
-                self.table[cfg.group_name] = old
-            raise
+        put_persisted(self.table, cfg.group_name, cfg, self._changed)
 
     def delete(self, group: str) -> None:
         if self.table.pop(group, None) is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -20,6 +20,23 @@ from pocketmq.protocol.names import (
     PERM_READ_WRITE,
     SCHEDULE_TOPIC,
 )
+
+T = TypeVar("T")
+
+
+def put_persisted(table: dict[str, T], key: str, value: T, persist: Callable[[], None]) -> None:
+    """``table[key] = value``, undone when ``persist`` fails: a table never holds what its
+    file could not (an unserializable value would otherwise fail every later write)."""
+    old = table.get(key)
+    table[key] = value
+    try:
+        persist()
+    except BaseException:
+        if old is None:
+            del table[key]
+        else:
+            table[key] = old
+        raise
 
 
 @dataclass(slots=True)
@@ -110,17 +127,7 @@ class TopicConfigManager:
         return self.table.get(topic)
 
     def update(self, cfg: TopicConfig) -> None:
-        old = self.table.get(cfg.topic_name)
-        self.table[cfg.topic_name] = cfg
-        try:
-            self._changed()
-        except BaseException:
-            # Not persisted: the table goes back to what the file holds.
-            if old is None:
-                del self.table[cfg.topic_name]
-            else:
-                self.table[cfg.topic_name] = old
-            raise
+        put_persisted(self.table, cfg.topic_name, cfg, self._changed)
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
