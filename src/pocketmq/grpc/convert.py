@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass
 
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.broker.topics import TopicConfig
@@ -90,6 +91,12 @@ class GrpcRequestError(RequestError):
     def __init__(self, code: pb.Code, message: str) -> None:
         super().__init__(ResponseCode.SYSTEM_ERROR, message)
         self.grpc_code = code
+
+
+def enum_name(enum: EnumTypeWrapper, value: int) -> str:
+    """The name of an enum value, or its number: proto3 enums are open, so a client may send a
+    number no name stands for (and ``Name`` would raise)."""
+    return enum.Name(value) if value in enum.values() else str(value)
 
 
 def status(code: pb.Code = pb.OK, message: str = "OK") -> pb.Status:
@@ -288,8 +295,7 @@ def _check_type(sp: pb.SystemProperties) -> None:
     if kind == pb.TRANSACTION:
         raise GrpcRequestError(pb.NOT_IMPLEMENTED, "transactional messages are not served yet")
     if kind not in ACCEPTED_MESSAGE_TYPES:
-        # proto3 enums are open: a number no MessageType names arrives as it is.
-        name = pb.MessageType.Name(kind) if kind in pb.MessageType.values() else kind
+        name = enum_name(pb.MessageType, kind)
         raise GrpcRequestError(pb.UNSUPPORTED, f"message type {name} is not supported")
     if (kind == pb.FIFO) != has_group or (kind == pb.DELAY) != has_time:
         raise GrpcRequestError(

@@ -112,7 +112,7 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
         if kind == "settings":
             log.debug(
                 "settings of %s client %s (%s %s, namespace %r, request %s)",
-                pb.ClientType.Name(command.settings.client_type), meta.client_id,
+                convert.enum_name(pb.ClientType, command.settings.client_type), meta.client_id,
                 meta.language, meta.client_version, meta.namespace, meta.request_id,
             )  # fmt: skip
             return self._settings_command(command.settings)
@@ -133,7 +133,8 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
                 return svc.TelemetryCommand(
                     status=status(
                         pb.UNRECOGNIZED_CLIENT_TYPE,
-                        f"client type {pb.ClientType.Name(client.client_type)} is not served",
+                        f"client type {convert.enum_name(pb.ClientType, client.client_type)}"
+                        " is not served",
                     )
                 )
             reply = settings_reply(client, max_body_size=self._limits.max_body_size, group=group)
