@@ -157,12 +157,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(loop()))
 
     def _persist_offsets(self) -> None:
-        # Each file on its own: one that cannot be written must not leave the other stale.
-        for persist in (self.pop.persist, self.offsets.persist):
-            try:
-                persist()
-            except Exception:  # a task boundary, as in _every
-                log.exception("persisting %s failed", getattr(persist, "__qualname__", persist))
+        _persist_each(self.pop.persist, self.offsets.persist)
 
     def _scan_consumers(self) -> None:
         self.consumers.scan_expired()
@@ -238,9 +233,15 @@ class Broker:
         self.pull_hold.wake_all()
         if self.server is not None:
             await self.server.stop()
-        for table in (self.offsets, self.topics):
-            try:
-                table.persist()
-            except Exception:  # the store must still close cleanly
-                log.exception("persisting %s at stop failed", type(table).__name__)
+        _persist_each(self.offsets.persist, self.topics.persist)  # the store closes regardless
         await asyncio.to_thread(self.store.close)
+
+
+def _persist_each(*persists: Callable[[], None]) -> None:
+    """Write each file on its own: one that cannot be written is logged and must not keep the
+    others stale (a task boundary, as in ``_every``)."""
+    for persist in persists:
+        try:
+            persist()
+        except Exception:
+            log.exception("persisting %s failed", getattr(persist, "__qualname__", persist))

@@ -189,6 +189,8 @@ class TagExpression:
 MATCH_ALL: Final = TagExpression(SUB_ALL, frozenset(), frozenset())
 
 
+# Parsed on every pull that carries its subscription: few distinct expressions, kept.
+@functools.lru_cache(maxsize=4096)
 def parse_tag_expression(expression: str | None) -> TagExpression:
     """``None``, ``""`` or ``"*"`` match every tag; otherwise the tags between ``||``, trimmed.
 

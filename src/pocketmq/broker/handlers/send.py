@@ -115,7 +115,6 @@ class SendHandlers:
         queue_id = self.messaging.write_queue(
             cfg, fields.queue_id(cmd, allow_any=True, default=ANY_QUEUE)
         )
-        fields.check_body_size(len(cmd.body), self.broker.config.store.max_message_size)
         base = MessageExt(
             topic=topic,
             body=cmd.body,
