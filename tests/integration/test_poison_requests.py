@@ -192,6 +192,8 @@ POISON = [
          json.dumps({"groupName": "G1", "retryQueueNums": HUGE}).encode()),
     Case("group-retry-times-huge", C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
          json.dumps({"groupName": "G2", "retryMaxTimes": HUGE}).encode()),
+    # A transactional half message is refused while transactions are not served.
+    Case("send-half-message", C.SEND_MESSAGE, send(sysFlag=4), b"x"),
     Case("send-schedule-topic", C.SEND_MESSAGE, send(topic="SCHEDULE_TOPIC_XXXX"), b"x"),
     Case("send-timer-topic", C.SEND_MESSAGE, send(topic="rmq_sys_wheel_timer"), b"x"),
 ]  # fmt: skip

@@ -32,7 +32,7 @@ from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     FIRST_RETRY_DELAY_LEVEL,
@@ -195,8 +195,10 @@ class MessagingService:
         and delay-level messages are parked in their system topics, then the store appends it.
 
         Raises:
-            RequestError: an unknown retry group, or a bad timer or delay property.
+            RequestError: a transactional half message (not served yet), an unknown retry
+                group, or a bad timer or delay property.
         """
+        self._refuse_half(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
             sub = self.group(group)
@@ -210,8 +212,24 @@ class MessagingService:
         return await self.store.put_messages([msg])
 
     async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
-        """Store a batch as one append (no delays in a batch: the edge refuses them)."""
+        """Store a batch as one append (no delays in a batch: the edge refuses them).
+
+        Raises:
+            RequestError: a transactional half message (not served yet).
+        """
+        for msg in msgs:
+            self._refuse_half(msg)
         return await self.store.put_messages(msgs)
+
+    def _refuse_half(self, msg: MessageExt) -> None:
+        """A transactional half message would be stored as a normal one and never committed
+        or checked: refuse it, as RocketMQ's rejectTransactionMessage does."""
+        if SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_PREPARED_TYPE:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending transaction message is "
+                "forbidden: pocketmq does not serve transactions yet",
+            )
 
     # ------------------------------------------------------------------ retry and DLQ
 
