@@ -103,6 +103,7 @@ INTS = (
 TEXTS = (
     "", " ", "true", "false", "TRUE", "1.5", "-0", "inf", "-inf", "nan", "1e400", "0x10",
     "*", "A || B", "||", "TAG", "SQL92", "SINGLE_TAG", "null", "{}", "\x00", "٣",
+    "a > 5 AND TAGS IN ('A')", "a BETWEEN 2 AND 1", "a >",
 )  # fmt: skip
 FLOATS = (0.5, -0.0, 1e10, 1e-5, 1e300, -1e300, float("inf"), float("nan"), 2.0**63)
 
@@ -191,8 +192,8 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         "maxReconsumeTimes": 16,
     },
     RequestCode.PULL_MESSAGE: {
-        **_GROUP_QUEUE, "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-        "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
+        **_GROUP_QUEUE, "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0,
+        "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0, "expressionType": "TAG",
     },
     RequestCode.QUERY_CONSUMER_OFFSET: _GROUP_QUEUE,
     RequestCode.UPDATE_CONSUMER_OFFSET: {**_GROUP_QUEUE, "commitOffset": 1},
@@ -230,7 +231,10 @@ def properties(src: Source) -> str:
     return encode_properties({src.pick(keys): field_value(src) for _ in range(src.integer(0, 4))})
 
 
-_SUBSCRIPTION = {"topic": "FuzzT0", "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 0}
+_SUBSCRIPTION = {
+    "topic": "FuzzT0", "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 0,
+    "expressionType": "TAG",
+}  # fmt: skip
 _CONSUMER = {
     "groupName": "FuzzG0", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
     "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
@@ -255,6 +259,10 @@ def _json_body(src: Source, code: int) -> Any:
         }
         base = {"clientID": "fuzz@1", "producerDataSet": [{"groupName": "FuzzPG"}]}
         return overridden(src, {**base, "consumerDataSet": _some(src, consumer)}, json_value, 2)
+    if code == RequestCode.CHECK_CLIENT_CONFIG:
+        sql = {**_SUBSCRIPTION, "subString": "a > 5", "expressionType": "SQL92"}
+        base = {"clientId": "fuzz@1", "group": "FuzzG0"}
+        return {**base, "subscriptionData": overridden(src, sql, json_value, 2)}
     if code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
         mqs = [overridden(src, _MQ, json_value, 2) for _ in range(src.integer(1, 3))]
         base = {"consumerGroup": "FuzzG0", "clientId": "fuzz@1", "mqSet": mqs}
@@ -264,7 +272,7 @@ def _json_body(src: Source, code: int) -> Any:
 
 _JSON_BODIES = (
     RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.CHECK_CLIENT_CONFIG,
 )  # fmt: skip
 _BATCH_CODES = (RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2)
 

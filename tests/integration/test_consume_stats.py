@@ -96,7 +96,7 @@ async def pull(
     resp = await call(
         client, addr, RequestCode.PULL_MESSAGE,
         {"consumerGroup": GROUP, "topic": topic, "queueId": queue_id, "queueOffset": 0,
-         "maxMsgNums": max_nums, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+         "maxMsgNums": max_nums, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
          "subscription": "*", "subVersion": 0},
     )  # fmt: skip
     stamps, pos = [], 0

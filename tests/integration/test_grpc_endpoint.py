@@ -232,8 +232,10 @@ async def test_consumption_rpcs_refuse_bad_requests(channel: grpc.aio.Channel) -
     for request, code in (
         (receive(invisible_duration=Duration(seconds=1)), pb.ILLEGAL_INVISIBLE_TIME),
         (receive(batch_size=0), pb.BAD_REQUEST),
+        (receive(filter_expression=pb.FilterExpression(type=pb.SQL, expression="a >")),
+         pb.ILLEGAL_FILTER_EXPRESSION),
         (receive(filter_expression=pb.FilterExpression(type=pb.SQL, expression="a>1")),
-         pb.UNSUPPORTED),
+         pb.MESSAGE_NOT_FOUND),
         (receive(group=pb.Resource(name="")), pb.ILLEGAL_CONSUMER_GROUP),
         (receive(filter_expression=pb.FilterExpression(type=pb.TAG, expression="NoSuchTag")),
          pb.MESSAGE_NOT_FOUND),
@@ -383,6 +385,11 @@ async def test_pull_consumer_rpcs(channel: grpc.aio.Channel) -> None:
         stub, group=group, message_queue=mq, offset=0, filter_expression=tag_a
     )
     assert [m.system_properties.tag for m in msgs] == ["A", "A"] and next_offset == 3
+    by_sql = pb.FilterExpression(type=pb.SQL, expression="TAGS = 'B'")
+    status, msgs, next_offset = await pull(
+        stub, group=group, message_queue=mq, offset=0, filter_expression=by_sql
+    )
+    assert [m.system_properties.tag for m in msgs] == ["B"] and next_offset == 3
     short = Duration(nanos=200_000_000)
     status, msgs, next_offset = await pull(
         stub, group=group, message_queue=mq, offset=3, long_polling_timeout=short
@@ -394,8 +401,8 @@ async def test_pull_consumer_rpcs(channel: grpc.aio.Channel) -> None:
     for fields, code in (
         ({"batch_size": 0}, pb.BAD_REQUEST),
         ({"group": pb.Resource(name="")}, pb.ILLEGAL_CONSUMER_GROUP),
-        ({"filter_expression": pb.FilterExpression(type=pb.SQL, expression="a > 1")},
-         pb.UNSUPPORTED),
+        ({"filter_expression": pb.FilterExpression(type=pb.SQL, expression="a >> 1")},
+         pb.ILLEGAL_FILTER_EXPRESSION),
     ):  # fmt: skip
         status, _, _ = await pull(stub, **{"group": group, "message_queue": mq, **fields})
         assert status.code == code, fields

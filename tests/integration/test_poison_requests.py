@@ -72,7 +72,7 @@ def update_offset(**fields: Any) -> dict[str, Any]:
 def pull(**fields: Any) -> dict[str, Any]:
     return {
         "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0,
-        "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+        "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
         "subscription": "*", "subVersion": 0, "expressionType": "TAG", **fields,
     }  # fmt: skip
 
@@ -131,7 +131,7 @@ POISON = [
     Case("offset-commit-inf", C.UPDATE_CONSUMER_OFFSET, update_offset(commitOffset="1e400")),
     Case("offset-no-topic", C.UPDATE_CONSUMER_OFFSET, update_offset(topic="NoSuchTopic")),
     # PULL_MESSAGE: hold times, batch sizes, offsets and queue ids.
-    Case("pull-suspend-huge", C.PULL_MESSAGE, pull(sysFlag=2, suspendTimeoutMillis=HUGE)),
+    Case("pull-suspend-huge", C.PULL_MESSAGE, pull(sysFlag=6, suspendTimeoutMillis=HUGE)),
     Case("pull-max-0", C.PULL_MESSAGE, pull(maxMsgNums=0)),
     Case("pull-max-negative", C.PULL_MESSAGE, pull(maxMsgNums=-1)),
     Case("pull-max-10^9", C.PULL_MESSAGE, pull(maxMsgNums=10**9)),
@@ -140,7 +140,7 @@ POISON = [
     Case("pull-queue-negative", C.PULL_MESSAGE, pull(queueId=-1)),
     Case("pull-queue-past-count", C.PULL_MESSAGE, pull(queueId=QUEUES)),
     Case("pull-queue-huge", C.PULL_MESSAGE, pull(queueId=HUGE)),
-    Case("pull-commit-huge", C.PULL_MESSAGE, pull(sysFlag=1, commitOffset=HUGE)),
+    Case("pull-commit-huge", C.PULL_MESSAGE, pull(sysFlag=5, commitOffset=HUGE)),
     Case("pull-sysflag-huge", C.PULL_MESSAGE, pull(sysFlag=HUGE)),
     # SEND_MESSAGE (and V2's one-letter names): queue ids, Java int flags, timestamps.
     Case("send-queue-huge", C.SEND_MESSAGE, send(queueId=HUGE), b"x"),
@@ -210,7 +210,7 @@ AT_LIMITS = [
     Case("pull-max-1024", C.PULL_MESSAGE, pull(queueId=QUEUES - 1, maxMsgNums=1024)),
     Case("pull-max-1", C.PULL_MESSAGE, pull(maxMsgNums=1)),
     # A negative hold is no hold, as the proxy clamps a long polling timeout.
-    Case("pull-suspend-negative", C.PULL_MESSAGE, pull(sysFlag=2, suspendTimeoutMillis=-1)),
+    Case("pull-suspend-negative", C.PULL_MESSAGE, pull(sysFlag=6, suspendTimeoutMillis=-1)),
     Case("send-any-queue", C.SEND_MESSAGE, send(queueId=-1), b"x"),
     Case("send-last-queue", C.SEND_MESSAGE, send(queueId=QUEUES - 1), b"x"),
     Case("send-int-limits", C.SEND_MESSAGE,

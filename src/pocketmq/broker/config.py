@@ -39,6 +39,9 @@ class BrokerConfig:
     # Timer messages may ask for at most this delay (RocketMQ 5: three days).
     timer_max_delay_sec: int = 3 * 24 * 3600
     long_polling_enable: bool = True
+    # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, which is off by default
+    # there: pocketmq turns it on, since evaluating a selector costs only the pulls using it).
+    enable_property_filter: bool = True
     # A pull without long polling (suspend flag unset) is held at most this long.
     short_polling_time_mills: int = 1_000
     # Consumers silent this long are dropped (CHANNEL_EXPIRED_TIMEOUT).

@@ -4,14 +4,21 @@ A client joins a group with HEART_BEAT and leaves with UNREGISTER_CLIENT, by clo
 connection, or by staying silent for ``expire_ms``. Whenever the members of a group change,
 every member gets NOTIFY_CONSUMER_IDS_CHANGED so that it rebalances at once. Heartbeat times
 and expiry are read from the injected clock; the broker calls ``scan_expired`` periodically.
+
+Each group keeps the subscriptions its heartbeats declare, one per topic, compiled: a pull
+that does not carry its subscription is filtered with the group's (ConsumerGroupInfo's
+updateSubscription: a topic's subscription is replaced only by a newer ``subVersion``, and
+topics no longer declared are dropped).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.broker.filtering import Subscription
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -32,12 +39,22 @@ class ConsumerGroupInfo:
     consume_type: Any = None
     message_model: Any = None
     consume_from_where: Any = None
-    # topic -> subscription data as the client sent it
-    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)  # by topic
     channels: dict[RemotingChannel, ClientInfo] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
+
+    def update_subscriptions(self, subscriptions: Sequence[Subscription]) -> None:
+        """Take a heartbeat's subscriptions: new topics are added, a topic's subscription is
+        replaced only by a newer version, and topics it does not name are dropped."""
+        declared = {}
+        for sub in subscriptions:
+            old = self.subscriptions.get(sub.topic)
+            declared[sub.topic] = sub if old is None or sub.sub_version > old.sub_version else old
+        for topic in self.subscriptions.keys() - declared.keys():
+            log.info("group %s no longer subscribes to %s", self.group, topic)
+        self.subscriptions = declared
 
 
 class ConsumerManager:
@@ -46,7 +63,14 @@ class ConsumerManager:
         self.clock = clock
         self.groups: dict[str, ConsumerGroupInfo] = {}
 
-    def register(self, channel: RemotingChannel, client_id: str, data: dict[str, Any]) -> None:
+    def register(
+        self,
+        channel: RemotingChannel,
+        client_id: str,
+        data: dict[str, Any],
+        subscriptions: Sequence[Subscription] = (),
+    ) -> None:
+        """A heartbeat's ConsumerData for one group, with its subscriptions compiled."""
         group = str(data.get("groupName", ""))
         info = self.groups.get(group)
         if info is None:
@@ -54,8 +78,7 @@ class ConsumerManager:
         info.consume_type = data.get("consumeType")
         info.message_model = data.get("messageModel")
         info.consume_from_where = data.get("consumeFromWhere")
-        subs = data.get("subscriptionDataSet") or []
-        info.subscriptions = {str(s.get("topic")): s for s in subs if isinstance(s, dict)}
+        info.update_subscriptions(subscriptions)
         before = info.client_ids()
         info.channels[channel] = ClientInfo(client_id, self.clock.now_ms())
         if info.client_ids() != before:

@@ -6,8 +6,9 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
   topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
   parking, then the store.
-- Pull: queue checks and the one long-polling loop, released when the request's connection
-  closes.
+- Pull: group, queue and subscription checks, then the one long-polling loop, released when
+  the request's connection closes. A pull filters with the subscription it carries, or with
+  the one its group's heartbeats registered (``filtering`` compiles both).
 - Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
   revives (``redeliver``), with one rule for when a message's retries are spent.
 - Offsets, consumer groups and queue locks.
@@ -24,8 +25,9 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.filtering import FilterNotSupported, Subscription, compile_subscription
 from pocketmq.broker.status_map import pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
@@ -37,6 +39,7 @@ from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     FIRST_RETRY_DELAY_LEVEL,
     PERM_READ_WRITE,
+    SubscriptionData,
     dlq_topic,
     group_of_retry_topic,
     is_readable,
@@ -45,6 +48,7 @@ from pocketmq.protocol.names import (
     is_writeable,
     retry_topic,
 )
+from pocketmq.remoting import RemotingChannel
 from pocketmq.store import GetResult, MessageFilter, PutResult
 
 if TYPE_CHECKING:
@@ -306,6 +310,101 @@ class MessagingService:
             retry_queue_nums=sub.retry_queue_nums,
             delay_level=delay_level or FIRST_RETRY_DELAY_LEVEL + origin.reconsume_times,
         )
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscription(self, data: SubscriptionData) -> Subscription:
+        """The compiled subscription a request carries (a pull with its subscription, a POP
+        receive, CHECK_CLIENT_CONFIG).
+
+        Raises:
+            FilterNotSupported: SYSTEM_ERROR for a SQL92 selector when enablePropertyFilter
+                is off.
+            RequestError: SUBSCRIPTION_PARSE_FAILED, the reason after RocketMQ's remark.
+        """
+        sub = self._served(compile_subscription(data))
+        if sub.error is not None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription failed: {sub.error}",
+            )
+        return sub
+
+    def _served(self, sub: Subscription) -> Subscription:
+        """Raises: FilterNotSupported: a SQL92 subscription while enablePropertyFilter is off."""
+        if not sub.is_tag and not self.config.enable_property_filter:
+            raise FilterNotSupported(
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by "
+                + sub.data.expression_type,
+            )
+        return sub
+
+    def pull_subscription(
+        self, group: str, topic: str, queue_id: int, carried: SubscriptionData | None,
+        sub_version: int = 0,
+    ) -> Subscription:  # fmt: skip
+        """What a pull of a queue filters with, after PullMessageProcessor's checks in its
+        order: the broker's and the group's read permission, the queue, then the subscription
+        the pull carries, or (``carried`` None: no FLAG_SUBSCRIPTION) the one the group's
+        heartbeats registered, which must be at least ``sub_version``.
+
+        Raises:
+            RequestError: NO_PERMISSION, SUBSCRIPTION_GROUP_NOT_EXIST, TOPIC_NOT_EXIST,
+                SYSTEM_ERROR (a queue the topic lacks, or SQL92 while it is off),
+                SUBSCRIPTION_PARSE_FAILED, SUBSCRIPTION_NOT_EXIST, SUBSCRIPTION_NOT_LATEST,
+                FILTER_DATA_NOT_EXIST.
+        """
+        self.check_readable()
+        sub_group = self.group(group)
+        if not sub_group.consume_enable:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+            )
+        self.readable_queue(topic, queue_id)
+        if carried is not None:
+            return self.subscription(carried)
+        info = self.broker.consumers.groups.get(group)
+        if info is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist"
+            )
+        # Java clients send the MessageModel's name, C++ ones its ordinal (0: BROADCASTING).
+        if not sub_group.consume_broadcast_enable and info.message_model in ("BROADCASTING", 0):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the consumer group[{group}] can not consume by broadcast way",
+            )
+        sub = info.subscriptions.get(topic)
+        if sub is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist"
+            )
+        if sub.sub_version < sub_version:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+            )
+        if sub.error is not None:
+            raise RequestError(
+                ResponseCode.FILTER_DATA_NOT_EXIST,
+                "The broker's consumer filter data is not exist!Your expression may be wrong!",
+            )
+        return self._served(sub)
+
+    def register_consumer(
+        self,
+        channel: RemotingChannel,
+        client_id: str,
+        consumer: dict[str, Any],
+        subscriptions: list[SubscriptionData],
+    ) -> None:
+        """A heartbeat's ConsumerData: the group's retry topic exists from then on, and its
+        subscriptions are kept compiled, a SQL92 selector that does not compile with its
+        reason (the pulls relying on it are refused, as RocketMQ refuses them)."""
+        group = str(consumer["groupName"])
+        self.ensure_retry_topic(group)
+        compiled = [compile_subscription(data) for data in subscriptions]
+        self.broker.consumers.register(channel, client_id, consumer, compiled)
 
     # ------------------------------------------------------------------ pull
 

@@ -20,7 +20,12 @@ from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageExt, decode_message, encode_properties
+from pocketmq.protocol.message import (
+    MessageExt,
+    PullSysFlag,
+    decode_message,
+    encode_properties,
+)
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
@@ -289,7 +294,7 @@ def consume_message(namesrv: str, topic: str, count: int, tags: str) -> None:
                         "queueId": qid,
                         "queueOffset": 0,
                         "maxMsgNums": count - len(out),
-                        "sysFlag": 0,
+                        "sysFlag": PullSysFlag.SUBSCRIPTION,
                         "commitOffset": 0,
                         "suspendTimeoutMillis": 0,
                         "subscription": tags,

@@ -21,6 +21,7 @@ from pocketmq.client.producer import (
     message,
     select_by_hash,
 )
+from pocketmq.client.pull import MessageSelector
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
 from pocketmq.client.route import MessageQueue
 from pocketmq.protocol.message import MessageExt
@@ -38,6 +39,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PushConsumer",
     "SendResult",

@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from pocketmq.client.lite_pull import LitePullConsumer
 from pocketmq.client.producer import Message, MessageQueueSelector, Producer, SendResult
+from pocketmq.client.pull import MessageSelector
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
 from pocketmq.client.rebalance import RebalancingConsumer
 from pocketmq.client.route import MessageQueue
@@ -143,7 +144,7 @@ class _BlockingConsumer(_Blocking[K]):
     def consumer(self) -> K:
         return self._client
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self.consumer.subscribe(topic, expression)
 
 

@@ -54,11 +54,13 @@ class LitePullConsumer(RebalancingConsumer):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Raises: ClientError: neither subscribed nor assigned."""
+        """Raises: ClientError: neither subscribed nor assigned; BrokerError: a broker refuses
+        a SQL92 subscription (CHECK_CLIENT_CONFIG)."""
         if self._running:
             return
         if not self.subscriptions:
             raise ClientError("no subscription: call subscribe() or assign() first")
+        await self._check_client_config()
         await self._start_base()
 
     async def shutdown(self) -> None:

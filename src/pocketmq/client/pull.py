@@ -1,5 +1,10 @@
 """Subscriptions and the pull request shared by the push and the lite pull consumer
-(PullAPIWrapper): send PULL_MESSAGE, decode the found messages, recheck their tags."""
+(PullAPIWrapper): send PULL_MESSAGE, decode the found messages, recheck their tags.
+
+A subscription filters by tag (``"TagA || TagB"``) or by a SQL92 selector on the messages'
+properties (``MessageSelector.by_sql("a > 5")``). The broker evaluates SQL92; the client does
+not compile it, and its consumers ask the broker at start (CHECK_CLIENT_CONFIG) as the Java
+client does, so that a selector the broker refuses fails the start."""
 
 from __future__ import annotations
 
@@ -14,38 +19,77 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message, tags_code
+from pocketmq.protocol.message import (
+    MessageConst,
+    MessageExt,
+    PullSysFlag,
+    SysFlag,
+    decode_message,
+    tags_code,
+)
 from pocketmq.protocol.names import (
+    EXPRESSION_TYPE_SQL92,
+    EXPRESSION_TYPE_TAG,
     SUB_ALL,
     TagExpressionError,
     is_retry_topic,
+    is_tag_type,
     parse_tag_expression,
 )
 
-PULL_FLAG_COMMIT_OFFSET = 0x1
-PULL_FLAG_SUSPEND = 0x2
-PULL_FLAG_SUBSCRIPTION = 0x4
+
+@dataclass(frozen=True, slots=True)
+class MessageSelector:
+    """How a subscription selects messages (Java's MessageSelector): by tag or by SQL92."""
+
+    expression_type: str
+    expression: str
+
+    @classmethod
+    def by_tag(cls, expression: str = SUB_ALL) -> MessageSelector:
+        """``"*"`` or ``"TagA || TagB"``."""
+        return cls(EXPRESSION_TYPE_TAG, expression)
+
+    @classmethod
+    def by_sql(cls, expression: str) -> MessageSelector:
+        """A SQL92 selector on the messages' properties, e.g. ``"a > 5 AND TAGS = 'A'"``;
+        the broker must serve SQL92 (pocketmq's does by default)."""
+        return cls(EXPRESSION_TYPE_SQL92, expression)
 
 
 @dataclass(slots=True)
 class Subscription:
-    """SubscriptionData for a tag expression: ``"*"`` or ``"TagA || TagB"``."""
+    """SubscriptionData: a tag expression (``"*"``, ``"TagA || TagB"``) or a SQL92 selector."""
 
     topic: str
     expression: str = SUB_ALL
     tags: frozenset[str] = frozenset()
     version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    expression_type: str = EXPRESSION_TYPE_TAG
 
     @classmethod
-    def parse(cls, topic: str, expression: str | None) -> Subscription:
-        """Raises: ClientError: the expression has no tag in it."""
+    def parse(cls, topic: str, expression: str | MessageSelector | None) -> Subscription:
+        """Raises: ClientError: a tag expression with no tag in it, an empty SQL92 selector,
+        or an expression type other than TAG and SQL92."""
+        selector = expression if isinstance(expression, MessageSelector) else None
+        if selector is not None and not is_tag_type(selector.expression_type):
+            if selector.expression_type != EXPRESSION_TYPE_SQL92:
+                raise ClientError(f"expression type {selector.expression_type!r} is unknown")
+            if not selector.expression.strip():
+                raise ClientError("Expression can't be null! SQL92")
+            return cls(topic, selector.expression, expression_type=EXPRESSION_TYPE_SQL92)
         try:
-            parsed = parse_tag_expression(expression)
+            parsed = parse_tag_expression(selector.expression if selector else expression)
         except TagExpressionError as exc:
             raise ClientError(str(exc)) from exc
         return cls(topic, parsed.expression, parsed.tags)
 
+    @property
+    def is_tag(self) -> bool:
+        return is_tag_type(self.expression_type)
+
     def matches(self, msg: MessageExt) -> bool:
+        """The tag recheck (the broker matched tag hashes); SQL92 is the broker's alone."""
         return not self.tags or msg.tags in self.tags
 
     def to_json(self) -> dict[str, Any]:
@@ -57,7 +101,7 @@ class Subscription:
             "tagsSet": tags,
             "codeSet": [tags_code(t) for t in tags],
             "subVersion": self.version,
-            "expressionType": "TAG",
+            "expressionType": self.expression_type,
         }
 
 
@@ -134,11 +178,11 @@ async def pull(
         ConnectionError, TimeoutError: no answer.
         ClientError: the answer does not decode.
     """
-    sys_flag = PULL_FLAG_SUBSCRIPTION
+    sys_flag = PullSysFlag.SUBSCRIPTION
     if commit_offset > 0:
-        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+        sys_flag |= PullSysFlag.COMMIT_OFFSET
     if suspend_ms > 0:
-        sys_flag |= PULL_FLAG_SUSPEND
+        sys_flag |= PullSysFlag.SUSPEND
     resp = await instance.invoke(
         addr,
         RequestCode.PULL_MESSAGE,
@@ -153,7 +197,7 @@ async def pull(
             "suspendTimeoutMillis": suspend_ms,
             "subscription": sub.expression,
             "subVersion": sub.version,
-            "expressionType": "TAG",
+            "expressionType": sub.expression_type,
         },
         timeout_s=timeout_s,
         ok=tuple(_PULL_STATUS),

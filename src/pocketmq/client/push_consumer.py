@@ -102,13 +102,15 @@ class PushConsumer(RebalancingConsumer):
         self.listener = listener
 
     async def start(self) -> None:
-        """Raises: ClientError: no listener or no subscription."""
+        """Raises: ClientError: no listener or no subscription; BrokerError: a broker refuses
+        a SQL92 subscription (CHECK_CLIENT_CONFIG)."""
         if self._running:
             return
         if self.listener is None:
             raise ClientError("messageListener is null")
         if not self.subscriptions:
             raise ClientError("no subscription: call subscribe(topic, expression) first")
+        await self._check_client_config()
         if not _is_async(self.listener):
             self._executor = ThreadPoolExecutor(
                 self.config.consume_concurrency, thread_name_prefix=f"consume-{self.group}"

@@ -35,7 +35,7 @@ from pocketmq.client.offset_store import (
 )
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.producer import check_topic
-from pocketmq.client.pull import PullStatus, Subscription, pull
+from pocketmq.client.pull import MessageSelector, PullStatus, Subscription, pull
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol import json_body
@@ -128,8 +128,9 @@ class RebalancingConsumer(abc.ABC):
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to a topic's messages whose tag matches ``"*"`` or ``"A || B"``.
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe to a topic's messages whose tag matches ``"*"`` or ``"A || B"``, or
+        those a ``MessageSelector.by_sql("a > 5")`` selects by their properties.
 
         Raises:
             ClientError: a bad topic name or expression.
@@ -163,6 +164,39 @@ class RebalancingConsumer(abc.ABC):
             asyncio.create_task(self._persist_loop()),
         ]
         await self.rebalance()
+
+    async def _check_client_config(self) -> None:
+        """Ask a broker of each topic subscribed by SQL92 whether it serves the selector
+        (CHECK_CLIENT_CONFIG), as the Java client does at start; a topic without a route yet
+        is not checked. On a refusal an instance of the consumer's own is closed.
+
+        Raises:
+            BrokerError: the broker refuses it (SUBSCRIPTION_PARSE_FAILED with the reason, or
+                SYSTEM_ERROR when it does not filter by properties).
+        """
+        try:
+            for sub in self.subscriptions.values():
+                addr = None if sub.is_tag else await self._any_master(sub.topic)
+                if addr is None:
+                    continue
+                body = {"clientId": self.client_id, "group": self.group,
+                        "subscriptionData": sub.to_json()}  # fmt: skip
+                await self.instance.invoke(
+                    addr, RequestCode.CHECK_CLIENT_CONFIG, {}, json_body.dumps(body)
+                )
+        except BaseException:
+            if self._own_instance:
+                await self.instance.close()
+            raise
+
+    async def _any_master(self, topic: str) -> str | None:
+        try:
+            route = self.instance.routes.get(topic) or await self.instance.update_route(topic)
+        except ClientError as exc:
+            log.warning("cannot get the route of %s: %s", topic, exc)
+            return None
+        masters = [route.master(name) for name in sorted(route.broker_addrs)] if route else []
+        return next((a for a in masters if a), None)
 
     async def _stop_base(self) -> None:
         self._running = False

@@ -120,6 +120,18 @@ class Activity:
             fifo=cfg.consume_message_orderly,
         )
 
+    def _check_filters(self, subscription: pb.Subscription) -> None:
+        """A consumer's filter expressions, checked when it announces them in its settings,
+        so that a bad one is refused at subscription time, not only at each receive.
+
+        Raises:
+            GrpcRequestError: ILLEGAL_FILTER_EXPRESSION or UNSUPPORTED (convert.filter_refusals).
+        """
+        for entry in subscription.subscriptions:
+            data = convert.subscription_data(entry.topic.name, entry.expression)
+            with convert.filter_refusals():
+                self.messaging.subscription(data)
+
     # ------------------------------------------------------------------ routes, clients
 
     def _queue(self, mq: pb.MessageQueue) -> tuple[TopicConfig, int]:

@@ -72,14 +72,17 @@ class ConsumeActivity(Activity):
                 config.max_invisible_time_mills,
                 "invisible_duration",
             )
-        tags, tag_set = convert.tag_filter(request.filter_expression)
+        with convert.filter_refusals():
+            sub = self.messaging.subscription(
+                convert.subscription_data(topic, request.filter_expression)
+            )
         poll_ms = self._long_polling_ms(
             request.long_polling_timeout if request.HasField("long_polling_timeout") else None,
             context,
         )
         pop = PopRequest(
             group=group, topic=topic, max_nums=request.batch_size, invisible_ms=invisible_ms,
-            tags=tags, tag_set=tag_set, fifo=policy.fifo,
+            tags=sub.filter, tag_set=sub.tags, fifo=policy.fifo,
             max_attempts=policy.max_delivery_attempts,
         )  # fmt: skip
         return pop, poll_ms

@@ -11,14 +11,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from pocketmq.broker.filtering import FilterNotSupported
 from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import RequestError
 from pocketmq.grpc.v2 import definition_pb2 as pb
@@ -33,16 +36,16 @@ from pocketmq.protocol.message import (
 )
 from pocketmq.protocol.names import (
     DLQ_GROUP_TOPIC_PREFIX,
+    EXPRESSION_TYPE_SQL92,
+    EXPRESSION_TYPE_TAG,
     RETRY_GROUP_TOPIC_PREFIX,
     TAG_SEPARATOR,
-    TagExpressionError,
+    SubscriptionData,
     is_readable,
     is_system_topic,
     is_writeable,
-    parse_tag_expression,
     topic_error,
 )
-from pocketmq.store.filter import TagFilter
 
 # RocketMQ proxy's ResponseBuilder: remoting outcome -> v2 status code.
 RESPONSE_CODES: dict[int, pb.Code] = {
@@ -133,26 +136,35 @@ def duration_ms(d: Duration) -> int:
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
-def tag_filter(expression: pb.FilterExpression) -> tuple[TagFilter | None, frozenset[str] | None]:
-    """The store's tag-hash filter of a subscription and the tags to recheck by name (the
-    store matches hashes only); (None, None) matches everything.
+def subscription_data(topic: str, expression: pb.FilterExpression) -> SubscriptionData:
+    """A FilterExpression as a subscription (GrpcConverter.buildExpressionType: SQL is SQL92,
+    TAG and an unspecified type are TAG); the messaging service compiles it.
 
     Raises:
-        GrpcRequestError: UNSUPPORTED for SQL92 (not served yet), ILLEGAL_FILTER_EXPRESSION
-            for an unknown type.
+        GrpcRequestError: ILLEGAL_FILTER_EXPRESSION for a type no name stands for.
     """
     if expression.type == pb.SQL:
-        raise GrpcRequestError(pb.UNSUPPORTED, "SQL92 filter expressions are not served yet")
+        return SubscriptionData(topic, expression.expression, EXPRESSION_TYPE_SQL92)
     if expression.type not in (pb.TAG, pb.FILTER_TYPE_UNSPECIFIED):
         raise GrpcRequestError(
             pb.ILLEGAL_FILTER_EXPRESSION, f"filter type {expression.type} is unknown"
         )
+    return SubscriptionData(topic, expression.expression, EXPRESSION_TYPE_TAG)
+
+
+@contextlib.contextmanager
+def filter_refusals() -> Iterator[None]:
+    """The v2 codes of a filter expression the messaging service refuses: one that does not
+    compile is ILLEGAL_FILTER_EXPRESSION (the proxy's code for a filter it cannot build),
+    SQL92 on a broker that does not filter by properties UNSUPPORTED."""
     try:
-        parsed = parse_tag_expression(expression.expression)
-    except TagExpressionError:
-        return None, None  # an expression naming no tag has always been served as "*"
-    tags = TagFilter.of(parsed)
-    return (None, None) if tags is None else (tags, parsed.tags)
+        yield
+    except FilterNotSupported as exc:
+        raise GrpcRequestError(pb.UNSUPPORTED, exc.remark) from exc
+    except RequestError as exc:
+        if exc.code != ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+            raise
+        raise GrpcRequestError(pb.ILLEGAL_FILTER_EXPRESSION, exc.remark) from exc
 
 
 def endpoints(host: str, port: int) -> pb.Endpoints:

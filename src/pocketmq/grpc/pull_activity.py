@@ -1,6 +1,6 @@
-"""The pull consumer's RPCs, on the messaging service: PullMessage (long polling, tag
-filter rechecked by name, ILLEGAL_OFFSET with the offset to resume from), UpdateOffset,
-GetOffset and QueryOffset. Pull consumers keep their own position.
+"""The pull consumer's RPCs, on the messaging service: PullMessage (long polling, a tag
+filter rechecked by name or a SQL92 selector, ILLEGAL_OFFSET with the offset to resume from),
+UpdateOffset, GetOffset and QueryOffset. Pull consumers keep their own position.
 """
 
 from __future__ import annotations
@@ -41,9 +41,12 @@ class PullActivity(Activity):
         topic = cfg.topic_name
         batch_size = check_batch_size(request.batch_size, "batch_size")
         offset = check_offset(request.offset)
-        tags, tag_names = convert.tag_filter(request.filter_expression)
+        with convert.filter_refusals():
+            sub = self.messaging.pull_subscription(
+                group, topic, queue_id, convert.subscription_data(topic, request.filter_expression)
+            )
         timeout = request.long_polling_timeout if request.HasField("long_polling_timeout") else None
-        query = PullQuery(group, topic, queue_id, offset, batch_size, tags)
+        query = PullQuery(group, topic, queue_id, offset, batch_size, sub.filter)
         result = await self.messaging.pull(query, self._long_polling_ms(timeout, context))
         code = pull_code(result.status, offset)
         next_offset = result.next_begin_offset
@@ -61,7 +64,7 @@ class PullActivity(Activity):
         for raw in result.messages:
             msg = decode_message(raw)
             # The store matched tag hashes only; a colliding tag is skipped here.
-            if tag_names is None or msg.tags in tag_names:
+            if sub.tags is None or msg.tags in sub.tags:
                 message = v2_message(msg, queue_id=queue_id, queue_offset=msg.queue_offset)
                 message.topic.CopyFrom(request.message_queue.topic)  # the client's namespace
                 responses.append(svc.PullMessageResponse(message=message))

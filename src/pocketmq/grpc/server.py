@@ -129,6 +129,7 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
             group: GroupPolicy | None = None
             if client.client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
                 group = self._group_policy(convert.wrap(client.subscription.group))
+                self._check_filters(client.subscription)
             elif client.client_type != pb.PRODUCER:
                 return svc.TelemetryCommand(
                     status=status(

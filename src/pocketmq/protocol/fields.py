@@ -24,13 +24,20 @@ anything but "true" is false, so no boolean is ever refused. No I/O here.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Final
 
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_int, get_str
-from pocketmq.protocol.names import PERM_PRIORITY, group_error, topic_error
+from pocketmq.protocol.names import (
+    EXPRESSION_TYPE_TAG,
+    PERM_PRIORITY,
+    SubscriptionData,
+    group_error,
+    topic_error,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 
 # ------------------------------------------------------------------ limits
@@ -73,6 +80,7 @@ class FieldKind(enum.Enum):
     TIMESTAMP = "timestamp"
     TOPIC = "topic"
     GROUP = "group"
+    SUBSCRIPTION = "subscription"
 
 
 class FieldError(RequestError):
@@ -286,6 +294,49 @@ def check_group(value: str, code: int = _INVALID) -> str:
     if err is not None:
         raise FieldError(code, err, FieldKind.GROUP, "group")
     return value
+
+
+# A long written as a JSON string, which fastjson converts.
+_JSON_LONG = re.compile(r"-?[0-9]{1,19}")
+
+
+def check_subscription_data(value: object, name: str = "subscriptionData") -> SubscriptionData:
+    """A SubscriptionData JSON object (in a heartbeat or a CHECK_CLIENT_CONFIG body): a valid
+    ``topic``, ``subString`` and ``expressionType`` strings or null (null is "*" and TAG),
+    ``subVersion`` a Java long, as a number or a string of digits (0 when absent). Other
+    members (tagsSet, codeSet) are derived from these and not read.
+
+    Raises:
+        FieldError: SYSTEM_ERROR for members of the wrong type, as RocketMQ fails to decode
+            them; INVALID_PARAMETER for an invalid topic name.
+    """
+
+    def refuse(why: str) -> FieldError:
+        return FieldError(ResponseCode.SYSTEM_ERROR, f"{name}: {why}", FieldKind.SUBSCRIPTION, name)
+
+    if not isinstance(value, dict):
+        raise refuse(f"{value!r} is not an object")
+    topic = value.get("topic")
+    if not isinstance(topic, str):
+        raise refuse(f"topic {topic!r} is not a string")
+    check_topic(topic)
+    texts = []
+    for member in ("subString", "expressionType"):
+        text = value.get(member)
+        if text is not None and not isinstance(text, str):
+            raise refuse(f"{member} {text!r} is not a string")
+        texts.append(text or "")
+    version = value.get("subVersion", 0)
+    if isinstance(version, str) and _JSON_LONG.fullmatch(version):
+        version = int(version)  # the C++ client sends it as a string, which fastjson reads
+    if type(version) is not int:
+        raise refuse(f"subVersion {version!r} is not a number")
+    return SubscriptionData(
+        topic,
+        texts[0],
+        texts[1] or EXPRESSION_TYPE_TAG,
+        check_java_long(version, f"{name}.subVersion"),
+    )
 
 
 # ------------------------------------------------------------------ remoting header fields

@@ -76,6 +76,16 @@ class SysFlag:
         return sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 
+class PullSysFlag:
+    """PullSysFlag bits of a PULL_MESSAGE's ``sysFlag`` header."""
+
+    COMMIT_OFFSET = 0x1  # commit the carried commitOffset as the group's offset
+    SUSPEND = 0x2  # long polling: hold the pull while nothing is new
+    SUBSCRIPTION = 0x4  # filter by the carried subscription, not the heartbeat's
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+
 class MessageConst:
     """Property names (org.apache.rocketmq.common.message.MessageConst)."""
 
@@ -527,6 +537,30 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
         properties=props,
         prepared_transaction_offset=prepared,
     )
+
+
+def record_properties(record: bytes) -> dict[str, str]:
+    """The properties of one whole record, decoded without touching the rest (what a
+    property filter reads, as RocketMQ's MessageDecoder.decodeProperties).
+
+    Raises:
+        RecordError: the record's lengths overrun it.
+    """
+    sys_flag = _I32.unpack_from(record, POS_SYS_FLAG)[0]
+    p = POS_BORN_HOST + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8) + 8
+    p += (20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8) + 12
+    end = len(record)
+    if p + 4 > end:
+        raise RecordError("record too short for its header")
+    p += 4 + _I32.unpack_from(record, p)[0]
+    magic = _U32.unpack_from(record, POS_MAGIC)[0]
+    p, topic_len = topic_field(record, p, magic, end)
+    p += topic_len
+    props_len = _H16.unpack_from(record, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len > end:
+        raise RecordError(f"properties length {props_len} overruns the record")
+    return decode_properties(record[p : p + props_len].decode("utf-8", "replace"))
 
 
 def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> MessageExt:

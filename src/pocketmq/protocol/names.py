@@ -1,9 +1,10 @@
 """RocketMQ's names and the rules about them: system topics, retry / dead-letter / POP retry
-topic builders, permission bits, the topic and group validators, and tag expressions.
+topic builders, permission bits, the topic and group validators, tag expressions and what a
+subscription declares (expression types, SubscriptionData).
 
 The one home of each rule, imported by the client, the broker, the NameServer and the gRPC
-endpoint alike (TopicValidator, MixAll, KeyBuilder, PermName, Validators and FilterAPI in
-RocketMQ). No I/O here.
+endpoint alike (TopicValidator, MixAll, KeyBuilder, PermName, Validators, FilterAPI and
+ExpressionType in RocketMQ). No I/O here.
 """
 
 from __future__ import annotations
@@ -204,3 +205,31 @@ def parse_tag_expression(expression: str | None) -> TagExpression:
     if not tags:
         raise TagExpressionError(f"subString split error: {expression!r} names no tag")
     return TagExpression(text, tags, frozenset(tags_code(t) for t in tags))
+
+
+# ------------------------------------------------------------------ subscriptions
+
+# ExpressionType: how a subscription's expression filters.
+EXPRESSION_TYPE_TAG: Final = "TAG"
+EXPRESSION_TYPE_SQL92: Final = "SQL92"
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """ExpressionType.isTagType: no type, an empty one, or TAG."""
+    return not expression_type or expression_type == EXPRESSION_TYPE_TAG
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    """What a consumer declares for one topic (SubscriptionData): a tag expression or a SQL92
+    selector, and the version it was made at (the client's clock, ms). Compiled by the
+    broker's ``filtering``."""
+
+    topic: str
+    expression: str  # subString: "TagA || TagB", "*", or a SQL92 selector
+    expression_type: str = EXPRESSION_TYPE_TAG
+    sub_version: int = 0
+
+    @property
+    def is_tag(self) -> bool:
+        return is_tag_type(self.expression_type)

@@ -24,10 +24,10 @@ from typing import Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.pull import PULL_FLAG_SUBSCRIPTION, PullStatus
+from pocketmq.client.pull import PullStatus
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import RecordError
+from pocketmq.protocol.message import PullSysFlag, RecordError
 from pocketmq.protocol.names import SUB_ALL
 from pocketmq.spark.cluster import new_instance, new_loop
 from pocketmq.spark.options import ReadOptions
@@ -94,7 +94,7 @@ async def pull_raw(
             "queueId": rng.queue_id,
             "queueOffset": offset,
             "maxMsgNums": max_nums,
-            "sysFlag": PULL_FLAG_SUBSCRIPTION,
+            "sysFlag": PullSysFlag.SUBSCRIPTION,
             "commitOffset": 0,
             "suspendTimeoutMillis": 0,
             "subscription": SUB_ALL,

@@ -1,7 +1,7 @@
 """The storage engine: a RocketMQ 4.x compatible CommitLog, consume queues and index."""
 
 from pocketmq.store.config import FlushDiskType, StoreConfig
-from pocketmq.store.filter import MessageFilter, TagFilter
+from pocketmq.store.filter import MessageFilter, SqlFilter, TagFilter
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
 
@@ -14,6 +14,7 @@ __all__ = [
     "PutResult",
     "PutStatus",
     "QueryResult",
+    "SqlFilter",
     "StoreConfig",
     "TagFilter",
 ]

@@ -1,11 +1,19 @@
 """Message filters applied by get_message: first on the consume-queue tag hash, then on the
-record itself (SQL92 filters, added with the broker, implement the same protocol). No I/O here;
-tag expressions are parsed by ``pocketmq.protocol.names``."""
+record itself. No I/O here; tag expressions are parsed by ``pocketmq.protocol.names``, SQL92
+selectors compiled by ``pocketmq.filter``.
+
+RocketMQ can also pre-check a SQL92 selector on the consume queue, with bloom-filter bit maps
+that its dispatcher computes per message and consumer group (ConsumeQueueExt). pocketmq does
+not: the record check costs a memory copy and a properties decode, and BENCHMARKS.md ("SQL92
+filtering") measures why moving the evaluation to dispatch would not pay here.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from pocketmq.filter import Sql92Expression
+from pocketmq.protocol.message import record_properties
 from pocketmq.protocol.names import TagExpression, TagExpressionError, parse_tag_expression
 
 
@@ -48,3 +56,20 @@ class TagFilter:
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
         return True
+
+
+class SqlFilter:
+    """Matches messages whose properties (TAGS among them) make a SQL92 selector TRUE
+    (ExpressionMessageFilter for the SQL92 type): every consume-queue unit passes, and each
+    record's properties alone are decoded and evaluated."""
+
+    __slots__ = ("expression",)
+
+    def __init__(self, expression: Sql92Expression) -> None:
+        self.expression = expression
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        return True
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        return self.expression.matches(record_properties(record))

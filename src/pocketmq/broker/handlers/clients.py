@@ -1,5 +1,6 @@
 """Clients and groups: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (ClientManageProcessor, ConsumerManageProcessor)."""
+LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42) and CHECK_CLIENT_CONFIG (46) (ClientManageProcessor,
+ConsumerManageProcessor)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.names import SubscriptionData
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
@@ -47,13 +49,30 @@ def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int
     return group, client_id, queues
 
 
-def _consumer_data(heartbeat: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ConsumerData entries of a heartbeat, each naming a valid group and carrying its
-    subscriptions as a list.
+def _json_object(cmd: RemotingCommand, what: str) -> dict[str, Any]:
+    """A request's JSON body, which must be an object (empty: an empty object).
+
+    Raises:
+        RequestError: SYSTEM_ERROR, as RocketMQ fails to decode another body.
+    """
+    try:
+        data: Any = json_body.loads(cmd.body) if cmd.body else {}
+    except ProtocolError as exc:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"{what} body: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"{what} body is not an object")
+    return data
+
+
+def _consumer_data(
+    heartbeat: dict[str, Any],
+) -> list[tuple[dict[str, Any], list[SubscriptionData]]]:
+    """The ConsumerData entries of a heartbeat, each naming a valid group, with its
+    subscriptions.
 
     Raises:
         RequestError: SYSTEM_ERROR for entries of another shape, as RocketMQ fails to decode
-            them; INVALID_PARAMETER for an invalid group name.
+            them; INVALID_PARAMETER for an invalid group or topic name.
     """
     entries = heartbeat.get("consumerDataSet") or []
     if not isinstance(entries, list):
@@ -62,12 +81,13 @@ def _consumer_data(heartbeat: dict[str, Any]) -> list[dict[str, Any]]:
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("groupName"), str):
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat: {entry!r} is not a consumer")
-        if not isinstance(entry.get("subscriptionDataSet") or [], list):
+        subs = entry.get("subscriptionDataSet") or []
+        if not isinstance(subs, list):
             raise RequestError(
                 ResponseCode.SYSTEM_ERROR, "heartbeat: subscriptionDataSet is not a list"
             )
         fields.check_group(entry["groupName"])
-        consumers.append(entry)
+        consumers.append((entry, [fields.check_subscription_data(s) for s in subs]))
     return consumers
 
 
@@ -83,21 +103,29 @@ class ClientHandlers:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
         }
 
     def heart_beat(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        try:
-            data: Any = json_body.loads(cmd.body) if cmd.body else {}
-        except ProtocolError as exc:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat body: {exc}") from exc
-        if not isinstance(data, dict):
-            raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat body is not an object")
+        data = _json_object(cmd, "heartbeat")
         client_id = str(data.get("clientID", ""))
         consumers = _consumer_data(data)
         channel.attributes["client_id"] = client_id
-        for consumer in consumers:
-            self.messaging.ensure_retry_topic(consumer["groupName"])
-            self.consumers.register(channel, client_id, consumer)
+        for consumer, subscriptions in consumers:
+            self.messaging.register_consumer(channel, client_id, consumer, subscriptions)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def check_client_config(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """A consumer about to start with a non-TAG subscription asks whether this broker
+        serves it (CheckClientRequestBody: clientId, group, subscriptionData): SUCCESS, or the
+        code and reason a pull would get (ClientManageProcessor.checkClientConfig)."""
+        data = _json_object(cmd, "check client config")
+        if data.get("subscriptionData") is not None:
+            sub = fields.check_subscription_data(data["subscriptionData"])
+            if not sub.is_tag:
+                self.messaging.subscription(sub)
         return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:

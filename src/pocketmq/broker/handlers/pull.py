@@ -1,5 +1,7 @@
-"""PULL_MESSAGE (11): parse, then the messaging service's pull with long polling
-(PullMessageProcessor); the found records travel as the response body, as stored."""
+"""PULL_MESSAGE (11): parse, then the messaging service's checks and subscription (the one
+the pull carries when its sys flag says so, else the group's heartbeat one) and its pull with
+long polling (PullMessageProcessor); the found records travel as the response body, as
+stored."""
 
 from __future__ import annotations
 
@@ -9,15 +11,14 @@ from pocketmq.broker.messaging import PullQuery
 from pocketmq.broker.status_map import pull_code
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import PullSysFlag
+from pocketmq.protocol.names import EXPRESSION_TYPE_TAG, SubscriptionData
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
-from pocketmq.store import GetStatus, TagFilter
+from pocketmq.store import GetStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
-
-PULL_FLAG_COMMIT_OFFSET = 0x1
-PULL_FLAG_SUSPEND = 0x2
 
 
 class PullHandlers:
@@ -31,26 +32,32 @@ class PullHandlers:
     def _hold_ms(self, sys_flag: int, suspend_ms: int) -> int:
         """Long polling (suspend flag) waits up to the client's timeout; short polling, when
         long polling is off, briefly; without the flag not at all."""
-        if not sys_flag & PULL_FLAG_SUSPEND:
+        if not sys_flag & PullSysFlag.SUSPEND:
             return 0
         if self.config.long_polling_enable:
             return suspend_ms
         return self.config.short_polling_time_mills
 
     async def pull_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        query = PullQuery(
-            group=fields.group(cmd),
-            topic=fields.topic(cmd),
-            queue_id=fields.queue_id(cmd),
-            offset=fields.offset(cmd, "queueOffset"),
-            max_nums=fields.batch_size(cmd, default=32),
-            filter=TagFilter.parse(cmd.ext_fields.get("subscription")),
-        )
+        group, topic, queue_id = fields.group(cmd), fields.topic(cmd), fields.queue_id(cmd)
+        offset = fields.offset(cmd, "queueOffset")
+        max_nums = fields.batch_size(cmd, default=32)
         sys_flag = fields.java_int(cmd, "sysFlag", 0)
+        sub_version = fields.java_long(cmd, "subVersion", 0)
         commit = fields.offset(cmd, "commitOffset", -1, allow_none=True)
         hold_ms = self._hold_ms(sys_flag, fields.long_polling_ms(cmd))
+        carried = None
+        if sys_flag & PullSysFlag.SUBSCRIPTION:
+            carried = SubscriptionData(
+                topic,
+                cmd.ext_fields.get("subscription") or "",
+                cmd.ext_fields.get("expressionType") or EXPRESSION_TYPE_TAG,
+                sub_version,
+            )
+        sub = self.messaging.pull_subscription(group, topic, queue_id, carried, sub_version)
+        query = PullQuery(group, topic, queue_id, offset, max_nums, sub.filter)
         # Only a master keeps the offsets a pull commits.
-        if not sys_flag & PULL_FLAG_COMMIT_OFFSET or self.config.broker_id != 0:
+        if not sys_flag & PullSysFlag.COMMIT_OFFSET or self.config.broker_id != 0:
             commit = -1
         result = await self.messaging.pull(query, hold_ms, channel.closed, commit)
         code = pull_code(result.status, query.offset)

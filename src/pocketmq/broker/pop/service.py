@@ -54,7 +54,7 @@ from pocketmq.protocol.names import (
     revive_topic,
 )
 from pocketmq.store import MessageStore
-from pocketmq.store.filter import TagFilter
+from pocketmq.store.filter import MessageFilter
 from pocketmq.store.results import GetStatus, PutResult
 
 if TYPE_CHECKING:
@@ -87,8 +87,8 @@ class PopRequest:
     topic: str
     max_nums: int
     invisible_ms: int
-    tags: TagFilter | None
-    tag_set: frozenset[str] | None  # None matches every tag
+    tags: MessageFilter | None  # the store's filter: tag hashes or a SQL92 selector
+    tag_set: frozenset[str] | None  # tag names rechecked (hashes may collide); None: none
     fifo: bool
     max_attempts: int
 
