@@ -12,7 +12,8 @@ carries the command's ``seq``. A push consumer's listener also prints one line p
 Commands (``op``):
   producer  {topics}                          start a Producer
   send      {messages: [{topic, body, tag?, keys?, props?, group?}]} -> {ids}
-  simple    {group, topic, expr, await_s}     start a SimpleConsumer
+  simple    {group, topic, expr, await_s, sql?} start a SimpleConsumer (``sql``: a SQL92
+                                              filter expression, else a tag expression)
   receive   {max_num, invisible_s}            -> {sent_at, at, messages} or {error, code}
   ack       {msg_id, handle?}                 ack the last received copy of message ``msg_id``,
                                               with ``handle`` instead of its own if given
@@ -46,7 +47,7 @@ from rocketmq import (
     PushConsumer,
     SimpleConsumer,
 )
-from rocketmq.grpc_protocol import Code
+from rocketmq.grpc_protocol import Code, FilterType
 
 _out_lock = threading.Lock()
 
@@ -141,9 +142,12 @@ class Session:
             ids.append(self.producer.send(msg).message_id)
         return {"ids": ids, "at": time.time()}
 
-    def op_simple(self, group: str, topic: str, expr: str, await_s: int) -> dict[str, Any]:
+    def op_simple(
+        self, group: str, topic: str, expr: str, await_s: int, sql: bool = False
+    ) -> dict[str, Any]:
+        kind = FilterType.SQL if sql else FilterType.TAG
         self.simple = SimpleConsumer(
-            self.config, group, {topic: FilterExpression(expr)}, await_duration=await_s
+            self.config, group, {topic: FilterExpression(expr, kind)}, await_duration=await_s
         )
         self.simple.startup()
         return {}

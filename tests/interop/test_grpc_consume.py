@@ -7,7 +7,9 @@ with JSON, so that each step can wait on the last one; what it received comes ba
 times, delivery attempts, message ids, tags, keys and properties. Dead-letter queues are read
 with our 4.x client, as RocketMQ users do. Checked:
 
-- SimpleConsumer: receive + ack (an acked message never comes back), the tag filter;
+- SimpleConsumer: receive + ack (an acked message never comes back), the tag filter, a
+  SQL92 filter (exactly the matching messages; a malformed one refused with
+  ILLEGAL_FILTER_EXPRESSION);
 - an unacked message comes back after its invisible duration as attempt 2; a stale or expired
   receipt handle is refused; ChangeInvisibleDuration moves the deadline;
 - retryMaxTimes + 1 deliveries, then ``%DLQ%{group}`` holds the message;
@@ -100,9 +102,11 @@ def clients(tmp_path: Path) -> Iterator[Callable[[str], Client]]:
             client.close()
 
 
-def start_simple(client: Client, group: str, topic: str, expr: str = "*") -> None:
+def start_simple(
+    client: Client, group: str, topic: str, expr: str = "*", *, sql: bool = False
+) -> None:
     client.ok("producer", topics=[topic])
-    client.ok("simple", group=group, topic=topic, expr=expr, await_s=AWAIT_S)
+    client.ok("simple", group=group, topic=topic, expr=expr, await_s=AWAIT_S, sql=sql)
     # The group's first pop puts it at the end of every queue; produce only after it.
     assert receive(client, invisible_s=5) == []
 
@@ -169,6 +173,45 @@ def test_simple_consumer_receives_acks_and_filters_tags(
     # Acked: nothing comes back once the 3 s invisible duration is over, and no TagC ever.
     again = receive_for(client, acked_at + 3 + 2 - time.time(), invisible_s=3)
     assert again == [], again
+
+
+def test_simple_consumer_with_a_sql92_filter_receives_exactly_the_matching_messages(
+    serve: Serve, clients: Callable[[str], Client]
+) -> None:
+    topic, group = "SqlTopic", "CG_SQL"
+    create_topic(serve, topic)
+    client = clients(serve.grpc)
+    selector = "n >= 4 AND (color = 'blue' OR TAGS = 'TagC') AND skip IS NULL"
+    start_simple(client, group, topic, selector, sql=True)
+
+    specs = []
+    for i in range(16):
+        props = {"n": str(i), "color": "blue" if i % 2 else "red"}
+        if i % 5 == 0:
+            props["skip"] = "yes"
+        specs.append({"topic": topic, "body": f"m{i}", "tag": ("TagA", "TagC")[i % 4 == 0],
+                      "props": props})  # fmt: skip
+    ids = client.ok("send", messages=specs)["ids"]
+    wanted = {
+        ids[i] for i in range(16)
+        if i >= 4 and (i % 2 or i % 4 == 0) and i % 5
+    }  # fmt: skip
+    got: list[Got] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(wanted):
+        assert time.monotonic() < deadline, f"received only {got}"
+        batch = receive(client, invisible_s=3)
+        for m in batch:
+            client.ok("ack", msg_id=m["id"])
+        got += batch
+    assert sorted(m["id"] for m in got) == sorted(wanted)
+    # Nothing else comes: the other messages were never delivered.
+    assert receive_for(client, 3, invisible_s=3) == []
+
+    bad = clients(serve.grpc)
+    bad.ok("simple", group="CG_SQL_BAD", topic=topic, expr="n >", await_s=AWAIT_S, sql=True)
+    refused = bad.call("receive", max_num=8, invisible_s=3)
+    assert refused.get("code") == "ILLEGAL_FILTER_EXPRESSION", refused
 
 
 def test_unacked_message_comes_back_after_invisible_duration_and_changes_extend_it(

@@ -1,7 +1,7 @@
 """The package layering of STYLE.md, read from the source: imports point downwards.
 
 - ``protocol`` is sans-IO: no asyncio, sockets, files or clocks, and nothing of ours but
-  ``errors``.
+  ``errors``; so is ``filter`` (the SQL92 selector).
 - ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
 - Nothing imports ``cli``.
@@ -102,6 +102,19 @@ def test_protocol_does_no_io_and_imports_nothing_above_it() -> None:
             assert top not in _IO_MODULES, f"{module} imports {imported}"
             if top == "pocketmq":
                 assert _package(imported) in ("pocketmq.protocol", "pocketmq.errors"), (
+                    f"{module} imports {imported}"
+                )
+
+
+def test_filter_does_no_io_and_imports_only_errors() -> None:
+    for module in _modules():
+        if not module.startswith("pocketmq.filter"):
+            continue
+        for imported in _imports(module):
+            top = imported.split(".")[0]
+            assert top not in _IO_MODULES, f"{module} imports {imported}"
+            if top == "pocketmq":
+                assert _package(imported) in ("pocketmq.filter", "pocketmq.errors"), (
                     f"{module} imports {imported}"
                 )
 
