@@ -64,6 +64,8 @@ _JAVA_SPACE: Final = "".join(chr(c) for c in range(33))
 
 
 def _parse_integer(text: str, lo: int, hi: int, what: str) -> int:
+    if len(text) < 10 and text.isascii() and text.isdigit():
+        return int(text)  # the usual case, in range of both: nothing more to check
     if not _JAVA_INTEGER.fullmatch(text):
         raise EvaluationError(f"NumberFormatException: {text!r} is not {what}")
     digits = text.lstrip("+-").lstrip("0")
@@ -77,13 +79,31 @@ def _parse_integer(text: str, lo: int, hi: int, what: str) -> int:
     return value
 
 
+def int_value(text: str) -> int:
+    """``Integer.valueOf(text)`` as a plain int, for comparisons that need no class.
+
+    Raises:
+        EvaluationError: not a decimal integer in Java's int range.
+    """
+    return _parse_integer(text, INT_MIN, INT_MAX, "an int")
+
+
+def long_value(text: str) -> int:
+    """``Long.valueOf(text)`` as a plain int (see ``int_value``).
+
+    Raises:
+        EvaluationError: not a decimal integer in Java's long range.
+    """
+    return _parse_integer(text, LONG_MIN, LONG_MAX, "a long")
+
+
 def parse_int(text: str) -> JInt:
     """``Integer.valueOf(text)``.
 
     Raises:
         EvaluationError: not a decimal integer in Java's int range.
     """
-    return JInt(_parse_integer(text, INT_MIN, INT_MAX, "an int"))
+    return JInt(int_value(text))
 
 
 def parse_long(text: str) -> JLong:
@@ -92,7 +112,7 @@ def parse_long(text: str) -> JLong:
     Raises:
         EvaluationError: not a decimal integer in Java's long range.
     """
-    return JLong(_parse_integer(text, LONG_MIN, LONG_MAX, "a long"))
+    return JLong(long_value(text))
 
 
 def parse_double(text: str) -> float:

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -54,6 +54,8 @@ from pocketmq.filter.java import (
     JLong,
     compare,
     compare_doubles,
+    int_value,
+    long_value,
     negate,
     parse_boolean,
     parse_double,
@@ -62,7 +64,14 @@ from pocketmq.filter.java import (
     to_string,
 )
 
-Properties = Mapping[str, str]
+
+class Properties(Protocol):
+    """What a selector reads a message's properties from: a dict, or the store's view of a
+    record that decodes only the names asked for."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
 Evaluate = Callable[[Properties], JavaValue]
 
 # Deeper nesting is refused (see the module docstring); real selectors nest a few levels.
@@ -297,7 +306,9 @@ def _ordering(symbol: str, left: _Expr, right: _Expr) -> _Expr:
     if prop is not None and constant.static and type(constant.value) in NUMBER_TYPES:
         # The usual shape, ``a > 5``: parse the property as the literal's class.
         c = constant.value
-        parse = _parser_of_number(c)
+        parse: Callable[[str], object] = (
+            int_value if type(c) is JInt else long_value if type(c) is JLong else parse_double
+        )
         name = prop
         if type(c) is float:
             sign = -1 if flipped else 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pocketmq.filter import Sql92Expression
-from pocketmq.protocol.message import record_properties
+from pocketmq.protocol.message import RecordProperties
 from pocketmq.protocol.names import TagExpression, TagExpressionError, parse_tag_expression
 
 
@@ -60,8 +60,8 @@ class TagFilter:
 
 class SqlFilter:
     """Matches messages whose properties (TAGS among them) make a SQL92 selector TRUE
-    (ExpressionMessageFilter for the SQL92 type): every consume-queue unit passes, and each
-    record's properties alone are decoded and evaluated."""
+    (ExpressionMessageFilter for the SQL92 type): every consume-queue unit passes, and only
+    the properties the selector names are decoded from each record."""
 
     __slots__ = ("expression",)
 
@@ -72,4 +72,4 @@ class SqlFilter:
         return True
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
-        return self.expression.matches(record_properties(record))
+        return self.expression.matches(RecordProperties(record))

@@ -1,14 +1,22 @@
-"""SqlFilter in the store: every consume-queue unit passes the pre-check, each record's
-properties alone are decoded and evaluated (TAGS among them), and get_message returns exactly
-the matching records, moving past the others."""
+"""SqlFilter in the store: every consume-queue unit passes the pre-check, only the
+properties a selector names are decoded from each record (TAGS among them), and get_message
+returns exactly the matching records, moving past the others."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from store_helpers import StoreFactory, msg, put_ok
 
 from pocketmq.filter import compile_sql92
-from pocketmq.protocol.message import MessageExt, RecordError, encode_record, record_properties
+from pocketmq.protocol.message import (
+    MessageExt,
+    RecordError,
+    RecordProperties,
+    decode_properties,
+    encode_record,
+)
 from pocketmq.store import GetStatus, SqlFilter
 
 
@@ -20,19 +28,34 @@ def sql(expression: str) -> SqlFilter:
     ("born", "store_host"),
     [(("10.0.0.1", 1), ("10.0.0.2", 2)), (("::1", 1), ("10.0.0.2", 2)), (("::1", 1), ("::2", 2))],
 )
-def test_record_properties_decodes_only_the_properties(
+def test_record_properties_reads_the_properties_by_name(
     born: tuple[str, int], store_host: tuple[str, int]
 ) -> None:
-    props = {"TAGS": "A", "a": "7", "KEYS": "k1 k2"}
+    props = {"TAGS": "A", "a": "7", "KEYS": "k1 k2", "é": "ü"}
     message = MessageExt(topic="T" * 200, body=b"\x01\x02" * 50, properties=props,
                          born_host=born, store_host=store_host)  # fmt: skip
-    assert record_properties(bytes(encode_record(message))) == props
+    view = RecordProperties(bytes(encode_record(message)))
+    assert {name: view.get(name) for name in props} == props
+    assert view.get("T") is None and view.get("") is None
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(
+    st.text(alphabet=st.sampled_from("ab\x01\x02é\udcff"), max_size=30),
+    st.sampled_from(["a", "b", "ab", "é", "ba"]),
+)
+def test_record_properties_agrees_with_decoding_the_whole_text(raw: str, name: str) -> None:
+    # Duplicates, values holding a name separator, pairs without one, broken UTF-8.
+    text = raw.encode("utf-8", "surrogateescape")
+    record = bytes(encode_record(MessageExt(topic="T", body=b"x"), properties=text))
+    whole = decode_properties(text.decode("utf-8", "replace"))
+    assert RecordProperties(record).get(name) == whole.get(name)
 
 
 def test_record_properties_refuses_a_record_whose_lengths_overrun_it() -> None:
     record = bytes(encode_record(MessageExt(topic="T", body=b"x", properties={"a": "1"})))
     with pytest.raises(RecordError):
-        record_properties(record[:-3])
+        RecordProperties(record[:-3])
 
 
 def test_sql_filter_evaluates_the_record_properties() -> None:
