@@ -88,7 +88,8 @@ KEYWORDS: Final = frozenset(
 )  # fmt: skip
 
 # Keywords are lexed as ID and retyped by _keyword (JavaCC's IGNORE_CASE on ASCII letters);
-# their terminals start with "_" so that the tree leaves them out.
+# their terminals start with "_" so that the tree leaves them out, but for the three text
+# tests (CONTAINS, STARTSWITH, ENDSWITH), one TEXT_TEST terminal that keeps its word.
 _GRAMMAR: Final = r"""
 ?start: or_expr
 
@@ -100,21 +101,14 @@ _GRAMMAR: Final = r"""
 
 ?eq_expr: cmp_expr
         | eq_expr "=" cmp_expr                        -> eq
-        | eq_expr "<>" cmp_expr                       -> ne
+        | eq_expr NOT_EQUAL cmp_expr                  -> ne
         | eq_expr _IS _NULL                           -> is_null
         | eq_expr _IS _NOT _NULL                      -> is_not_null
 
 ?cmp_expr: unary
-         | cmp_expr ">" unary                         -> gt
-         | cmp_expr ">=" unary                        -> ge
-         | cmp_expr "<" unary                         -> lt
-         | cmp_expr "<=" unary                        -> le
-         | cmp_expr _CONTAINS STRING                  -> contains
-         | cmp_expr _NOT _CONTAINS STRING             -> not_contains
-         | cmp_expr _STARTSWITH STRING                -> startswith
-         | cmp_expr _NOT _STARTSWITH STRING           -> not_startswith
-         | cmp_expr _ENDSWITH STRING                  -> endswith
-         | cmp_expr _NOT _ENDSWITH STRING             -> not_endswith
+         | cmp_expr ORDER unary                       -> ordering
+         | cmp_expr TEXT_TEST STRING                  -> text_test
+         | cmp_expr _NOT TEXT_TEST STRING             -> not_text_test
          | cmp_expr _BETWEEN unary _AND unary         -> between
          | cmp_expr _NOT _BETWEEN unary _AND unary    -> not_between
          | cmp_expr _IN "(" strings ")"               -> in_
@@ -136,7 +130,10 @@ strings: STRING ("," STRING)*
         | ID                                          -> prop
         | "(" or_expr ")"
 
-%declare _NOT _AND _OR _BETWEEN _IN _TRUE _FALSE _NULL _IS _CONTAINS _STARTSWITH _ENDSWITH
+%declare _NOT _AND _OR _BETWEEN _IN _TRUE _FALSE _NULL _IS TEXT_TEST
+
+NOT_EQUAL.2: "<>"
+ORDER: />=|<=|>|</
 
 FLOAT.3: /[0-9]+\.[0-9]*([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+/
 DECIMAL.2: /0|[1-9][0-9]*[lL]?/
@@ -153,6 +150,9 @@ _TERMINAL_NAMES: Final = {
     "DECIMAL": "an integer",
     "FLOAT": "a number",
     "ID": "a property name",
+    "TEXT_TEST": "CONTAINS, STARTSWITH, ENDSWITH",
+    "ORDER": "'>', '>=', '<', '<='",
+    "NOT_EQUAL": "'<>'",
     "$END": "the end",
 }
 
@@ -504,7 +504,7 @@ class _Build(Transformer[Token, _Expr]):
     def eq(self, left: _Expr, right: _Expr) -> _Expr:
         return _equal_checked(left, right)
 
-    def ne(self, left: _Expr, right: _Expr) -> _Expr:
+    def ne(self, left: _Expr, _symbol: Token, right: _Expr) -> _Expr:
         return _not(_equal_checked(left, right))
 
     def is_null(self, e: _Expr) -> _Expr:
@@ -513,35 +513,14 @@ class _Build(Transformer[Token, _Expr]):
     def is_not_null(self, e: _Expr) -> _Expr:
         return _not(self.is_null(e))
 
-    def gt(self, left: _Expr, right: _Expr) -> _Expr:
-        return _ordering(">", left, right)
+    def ordering(self, left: _Expr, symbol: Token, right: _Expr) -> _Expr:
+        return _ordering(str(symbol), left, right)
 
-    def ge(self, left: _Expr, right: _Expr) -> _Expr:
-        return _ordering(">=", left, right)
+    def text_test(self, e: _Expr, test: Token, s: Token) -> _Expr:
+        return _text_test(str(test).upper(), e, _string(s), False)
 
-    def lt(self, left: _Expr, right: _Expr) -> _Expr:
-        return _ordering("<", left, right)
-
-    def le(self, left: _Expr, right: _Expr) -> _Expr:
-        return _ordering("<=", left, right)
-
-    def contains(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("CONTAINS", e, _string(s), False)
-
-    def not_contains(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("CONTAINS", e, _string(s), True)
-
-    def startswith(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("STARTSWITH", e, _string(s), False)
-
-    def not_startswith(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("STARTSWITH", e, _string(s), True)
-
-    def endswith(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("ENDSWITH", e, _string(s), False)
-
-    def not_endswith(self, e: _Expr, s: Token) -> _Expr:
-        return _text_test("ENDSWITH", e, _string(s), True)
+    def not_text_test(self, e: _Expr, test: Token, s: Token) -> _Expr:
+        return _text_test(str(test).upper(), e, _string(s), True)
 
     def between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:
         return _between(value, low, high)
@@ -586,8 +565,13 @@ class _Build(Transformer[Token, _Expr]):
         return _property(str(token))
 
 
+_TEXT_TEST_WORDS: Final = frozenset(_TEXT_TESTS)
+
+
 def _keyword(token: Token) -> Token:
     upper = token.value.upper()
+    if upper in _TEXT_TEST_WORDS:
+        return Token.new_borrow_pos("TEXT_TEST", token.value, token)
     if upper in KEYWORDS:
         return Token.new_borrow_pos("_" + upper, token.value, token)
     return token
