@@ -31,6 +31,10 @@ class BrokerConfig:
     default_topic_queue_nums: int = 4
     # Permissions of the broker as a whole: 6 = read + write.
     broker_permission: int = 6
+    # Stamped on every stored message (MSG_REGION, TRACE_ON) and told to producers in each
+    # send response, as RocketMQ's send processor does; trace hooks of clients read them.
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
     register_name_server_period: int = 30_000
     # Consumer offsets are persisted this often (ms).
     flush_consumer_offset_interval: int = 5_000

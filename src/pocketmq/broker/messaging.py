@@ -5,7 +5,8 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
   topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
-  parking, then the store.
+  parking, the properties the broker stamps on every message (cluster, region, trace
+  switch), then the store.
 - Pull: queue checks and the one long-polling loop, released when the request's connection
   closes.
 - Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
@@ -199,6 +200,7 @@ class MessagingService:
                 group, or a bad timer or delay property.
         """
         self._refuse_half(msg)
+        self.stamp(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
             sub = self.group(group)
@@ -219,7 +221,24 @@ class MessagingService:
         """
         for msg in msgs:
             self._refuse_half(msg)
+            self.stamp(msg)
         return await self.store.put_messages(msgs)
+
+    @property
+    def region_properties(self) -> dict[str, str]:
+        """The broker's region and trace switch, as a send answer and a stored message carry
+        them."""
+        return {
+            MessageConst.MSG_REGION: self.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
+        }
+
+    def stamp(self, msg: MessageExt) -> None:
+        """The properties RocketMQ's send processor puts on every message a producer sends:
+        the broker's cluster (which a request-reply consumer needs to build its reply), its
+        region and trace switch (5.x stamps these on each message, 4.x only in the answer)."""
+        msg.properties[MessageConst.CLUSTER] = self.config.broker_cluster_name
+        msg.properties.update(self.region_properties)
 
     def _refuse_half(self, msg: MessageExt) -> None:
         """A transactional half message would be stored as a normal one and never committed

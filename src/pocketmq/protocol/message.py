@@ -105,6 +105,10 @@ class MessageConst:
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
     TIMER_OUT_MS = "TIMER_OUT_MS"
     DUP_INFO = "DUP_INFO"
+    # Stamped by the broker on every message it stores (SendMessageProcessor).
+    CLUSTER = "CLUSTER"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
 
 
 def encode_properties(properties: dict[str, str]) -> str:

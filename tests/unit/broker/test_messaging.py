@@ -146,3 +146,25 @@ async def test_a_held_pull_is_released_when_its_connection_closes(
     found = await asyncio.wait_for(waiting, 5)
     assert found.status is GetStatus.FOUND
     assert decode_message(found.messages[0]).body == b"order-1"
+
+
+async def test_every_stored_message_carries_the_brokers_cluster_region_and_trace_switch(
+    service: MessagingService,
+) -> None:
+    # A producer's CLUSTER (a reply copies its request's) is replaced by this broker's.
+    def msg(body: bytes, queue_id: int) -> MessageExt:
+        return MessageExt(topic=TOPIC, body=body, queue_id=queue_id,
+                          properties={MessageConst.CLUSTER: "X"})  # fmt: skip
+
+    assert (await service.send(msg(b"one", 0))).ok
+    assert (await service.send_batch([msg(b"b0", 1), msg(b"b1", 1)])).ok
+    stored = [
+        decode_message(raw)
+        for queue_id in (0, 1)
+        for raw in service.store.get_message(TOPIC, queue_id, 0, 32).messages
+    ]
+    assert [m.body for m in stored] == [b"one", b"b0", b"b1"]
+    for m in stored:
+        assert m.properties[MessageConst.CLUSTER] == "DefaultCluster"
+        assert m.properties[MessageConst.MSG_REGION] == "DefaultRegion"
+        assert m.properties[MessageConst.TRACE_SWITCH] == "true"

@@ -45,21 +45,21 @@ def born_host(channel: RemotingChannel) -> tuple[str, int]:
         return "127.0.0.1", 0
 
 
-def put_response(cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+def put_response(
+    cmd: RemotingCommand, result: PutResult, queue_id: int, region: dict[str, str]
+) -> RemotingCommand:
     code, remark = PUT_STATUS_CODES[result.status]
     if result.detail and code != ResponseCode.SUCCESS:
         remark = f"{remark} {result.detail}".strip()
-    if not result.phy_offsets:
-        return cmd.response(code, remark or None)
-    return cmd.response(
-        code,
-        remark or None,
-        ext_fields={
+    # A Java producer reads these into SendResult.regionId and traceOn.
+    ext: dict[str, object] = dict(region)
+    if result.phy_offsets:
+        ext |= {
             "msgId": ",".join(result.msg_ids),
             "queueId": queue_id,
             "queueOffset": result.queue_offset,
-        },
-    )
+        }
+    return cmd.response(code, remark or None, ext_fields=ext)
 
 
 def unbatch(base: MessageExt) -> list[MessageExt]:
@@ -132,7 +132,7 @@ class SendHandlers:
         else:
             max_times = fields.java_int(cmd, "maxReconsumeTimes", -1)
             result = await self.messaging.send(base, max_times if max_times >= 0 else None)
-        return put_response(cmd, result, queue_id)
+        return put_response(cmd, result, queue_id, self.messaging.region_properties)
 
     async def consumer_send_msg_back(
         self, channel: RemotingChannel, cmd: RemotingCommand
