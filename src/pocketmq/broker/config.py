@@ -35,6 +35,8 @@ class BrokerConfig:
     # send response, as RocketMQ's send processor does; trace hooks of clients read them.
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # Replies are pushed to their requester; this also keeps them in the reply topic.
+    store_reply_message_enable: bool = True
     register_name_server_period: int = 30_000
     # Consumer offsets are persisted this often (ms).
     flush_consumer_offset_interval: int = 5_000

@@ -240,6 +240,13 @@ class MessagingService:
         msg.properties[MessageConst.CLUSTER] = self.config.broker_cluster_name
         msg.properties.update(self.region_properties)
 
+    async def store_reply(self, msg: MessageExt) -> PutResult | None:
+        """Keep a reply message (already pushed to its requester, or not) in the reply topic
+        as it was sent, when storeReplyMessageEnable; None when it is not kept."""
+        if not self.config.store_reply_message_enable:
+            return None
+        return await self.store.put_messages([msg])
+
     def _refuse_half(self, msg: MessageExt) -> None:
         """A transactional half message would be stored as a normal one and never committed
         or checked: refuse it, as RocketMQ's rejectTransactionMessage does."""

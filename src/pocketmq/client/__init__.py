@@ -22,6 +22,7 @@ from pocketmq.client.producer import (
     select_by_hash,
 )
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
+from pocketmq.client.request_reply import reply_message
 from pocketmq.client.route import MessageQueue
 from pocketmq.protocol.message import MessageExt
 
@@ -45,5 +46,6 @@ __all__ = [
     "allocate_averagely",
     "allocate_by_circle",
     "message",
+    "reply_message",
     "select_by_hash",
 ]

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from pocketmq.client import ids
+from pocketmq.client.request_reply import ReplyWaiters
 from pocketmq.client.route import MASTER_ID, TopicRoute
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
@@ -79,6 +80,11 @@ class ClientInstance:
         # Consumer group -> what to call when a broker says the group's members changed.
         self.rebalance_hooks: dict[str, Callable[[], None]] = {}
         self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        # Requests of this client's producers waiting for their replies.
+        self.replies = ReplyWaiters(clock)
+        self.dispatcher.register(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push_reply
+        )
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False

@@ -12,6 +12,7 @@ from pocketmq.broker.handlers.clients import ClientHandlers
 from pocketmq.broker.handlers.offsets import OffsetHandlers
 from pocketmq.broker.handlers.pull import PullHandlers
 from pocketmq.broker.handlers.query import QueryHandlers
+from pocketmq.broker.handlers.reply import ReplyHandlers
 from pocketmq.broker.handlers.send import SendHandlers
 from pocketmq.remoting import Dispatcher
 
@@ -22,6 +23,6 @@ if TYPE_CHECKING:
 def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
     """Every request code the broker serves."""
     for family in (SendHandlers, PullHandlers, OffsetHandlers, ClientHandlers, QueryHandlers,
-                   AdminHandlers):  # fmt: skip
+                   AdminHandlers, ReplyHandlers):  # fmt: skip
         for code, handler in family(broker).handlers().items():
             dispatcher.register(code, handler)
