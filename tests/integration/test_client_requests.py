@@ -1,9 +1,14 @@
 """What clients send besides sends and pulls, against ``pocketmq serve`` as a real process:
-the properties the broker stamps on every message (4.x and 5.x sends), request-reply."""
+the properties the broker stamps on every message (4.x and 5.x sends), request-reply, and the
+admin requests the broker passes on to live consumers (offset reset by time, running info,
+consume-directly), also through ``pocketmq admin``."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,6 +23,7 @@ from pocketmq.client import (
     ConsumeContext,
     ConsumeFromWhere,
     ConsumeResult,
+    LitePullConsumer,
     MessageExt,
     Producer,
     PushConsumer,
@@ -27,8 +33,12 @@ from pocketmq.errors import BrokerError, ClientError, RequestTimeoutError
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingClient
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +194,172 @@ def test_blocking_request_reply(servers: Servers, topic: str) -> None:
         consumer.subscribe(topic)
         with consumer, BlockingProducer("PG_BLOCKING_REQUESTER", servers.namesrv) as requester:
             assert requester.request(message(topic, "ping"), 10_000).body == b"PING"
+
+
+async def _admin(servers: Servers, code: int, header: dict[str, Any]) -> RemotingCommand:
+    client = RemotingClient()
+    try:
+        return await client.invoke(servers.broker, RemotingCommand.request(code, header), 15)
+    finally:
+        await client.close()
+
+
+async def _send_spaced(producer: Producer, topic: str) -> int:
+    """Five messages, then a time, then five more: returns that time (epoch ms)."""
+    for i in range(5):
+        await producer.send(message(topic, f"old-{i}"))
+    cut_ms = time.time_ns() // 1_000_000 + 1
+    # The cut must fall strictly between the two batches' store times (ms resolution).
+    await wait_until(lambda: time.time_ns() // 1_000_000 > cut_ms, 1, "the clock to pass the cut")
+    for i in range(5):
+        await producer.send(message(topic, f"new-{i}"))
+    return cut_ms
+
+
+async def _committed(servers: Servers, group: str, topic: str) -> int:
+    """The sum of the group's committed offsets in the topic."""
+    resp = await _admin(
+        servers, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}
+    )
+    table = json_body.loads(resp.body)["offsetTable"]
+    return sum(int(v["consumerOffset"]) for v in table.values())
+
+
+async def test_reset_offset_by_time_moves_a_live_push_consumer(
+    servers: Servers, producer: Producer, topic: str
+) -> None:
+    cut_ms = await _send_spaced(producer, topic)
+    collector = Collector()
+    header = {"topic": topic, "group": "CG_RESET", "timestamp": cut_ms, "isForce": False}
+    async with consumer_of(servers, "CG_RESET", topic, collector):
+        await collector.wait_for(10)
+
+        async def all_committed() -> bool:
+            return await _committed(servers, "CG_RESET", topic) == 10
+
+        await wait_until(all_committed, 10, "the group's offsets committed")
+        resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = json_body.loads(resp.body)["offsetTable"]
+        assert sum(table.values()) == 5  # each queue back at its first "new" message
+        await collector.wait_for(15)
+        assert sorted(m.body for m in collector.got[10:]) == [b"new-%d" % i for i in range(5)]
+        await wait_until(all_committed, 10, "the re-consumed offsets committed")
+
+        # Not forced, a later time never moves the group forward; forced, it does.
+        later = {**header, "timestamp": -1}
+        resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, later)
+        assert sum(json_body.loads(resp.body)["offsetTable"].values()) == 10
+        back = {**header, "timestamp": 0, "isForce": True}
+        resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, back)
+        assert sum(json_body.loads(resp.body)["offsetTable"].values()) == 0
+        await collector.wait_for(25)
+        assert sorted(m.body for m in collector.got[15:]) == sorted(
+            m.body for m in collector.got[:10]
+        )
+    resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+    assert resp.code == ResponseCode.CONSUMER_NOT_ONLINE, resp.remark
+    resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                        {**header, "topic": "NoSuchTopic"})  # fmt: skip
+    assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_reset_offset_moves_a_live_lite_pull_consumer(
+    servers: Servers, producer: Producer, topic: str
+) -> None:
+    cut_ms = await _send_spaced(producer, topic)
+    consumer = LitePullConsumer(
+        "CG_RESET_LITE", servers.namesrv, auto_commit=True,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **FAST,
+    )  # fmt: skip
+    consumer.subscribe(topic)
+    async with consumer:
+        polled: list[MessageExt] = []
+        async with asyncio.timeout(20):
+            while len(polled) < 10:
+                polled += await consumer.poll(1)
+
+        async def all_committed() -> bool:
+            return await _committed(servers, "CG_RESET_LITE", topic) == 10
+
+        await wait_until(all_committed, 10, "the polled offsets committed")
+        header = {"topic": topic, "group": "CG_RESET_LITE", "timestamp": cut_ms, "isForce": False}
+        resp = await _admin(servers, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        again: list[MessageExt] = []
+        async with asyncio.timeout(20):
+            while len(again) < 5:
+                again += await consumer.poll(1)
+        assert sorted(m.body for m in again) == [b"new-%d" % i for i in range(5)]
+
+
+async def test_running_info_and_consume_directly_reach_the_named_consumer(
+    servers: Servers, producer: Producer, topic: str
+) -> None:
+    sent = await producer.send(message(topic, "direct", tags="D"))
+    collector = Collector()
+    consumer = consumer_of(servers, "CG_ADMIN", topic, collector)
+    async with consumer:
+        await collector.wait_for(1)
+        who = {"consumerGroup": "CG_ADMIN", "clientId": consumer.client_id}
+        resp = await _admin(servers, RequestCode.GET_CONSUMER_RUNNING_INFO,
+                            {**who, "jstackEnable": False})  # fmt: skip
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        info = json_body.loads(resp.body)
+        assert info["properties"]["consumerGroup"] == "CG_ADMIN"
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info["properties"]["PROP_NAMESERVER_ADDR"] == servers.namesrv
+        assert topic in {s["topic"] for s in info["subscriptionSet"]}
+        held = [json_body.parse_message_queue_key(k) for k in info["mqTable"]]
+        assert sorted(q for t, _, q in held if t == topic) == [0, 1, 2, 3]
+
+        direct = {**who, "msgId": sent.offset_msg_id, "brokerName": "broker-a"}
+        resp = await _admin(servers, RequestCode.CONSUME_MESSAGE_DIRECTLY, direct)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        result = json_body.loads(resp.body)
+        assert (result["consumeResult"], result["order"], result["autoCommit"]) == (
+            "CR_SUCCESS", False, True)  # fmt: skip
+        assert [m.body for m in collector.got] == [b"direct", b"direct"]
+
+        gone = {**who, "clientId": "127.0.0.1@gone"}
+        resp = await _admin(servers, RequestCode.GET_CONSUMER_RUNNING_INFO, gone)
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert resp.remark == "The Consumer <CG_ADMIN> <127.0.0.1@gone> not online"
+        # The same client, in a group it does not consume: not online either.
+        resp = await _admin(servers, RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                            {**direct, "consumerGroup": "CG_OTHER"})  # fmt: skip
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "not online" in (resp.remark or "")
+
+
+async def _cli(servers: Servers, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pocketmq.cli", "admin", "-n", servers.namesrv, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_admin_cli_resets_and_reports_a_live_group(
+    servers: Servers, producer: Producer, topic: str
+) -> None:
+    cut_ms = await _send_spaced(producer, topic)
+    collector = Collector()
+    consumer = consumer_of(servers, "CG_CLI", topic, collector)
+    async with consumer:
+        await collector.wait_for(10)
+        status = json.loads(await _cli(servers, "consumer-status", "-g", "CG_CLI"))
+        assert list(status) == [consumer.client_id]
+        assert status[consumer.client_id]["properties"]["consumerGroup"] == "CG_CLI"
+
+        async def all_committed() -> bool:
+            return await _committed(servers, "CG_CLI", topic) == 10
+
+        await wait_until(all_committed, 10, "the group's offsets committed")
+        table = json.loads(await _cli(servers, "reset-offset-by-time", "-g", "CG_CLI",
+                                      "-t", topic, "-s", str(cut_ms)))  # fmt: skip
+        assert sorted(table) == [f"broker-a:{q}" for q in range(4)]
+        assert sum(table.values()) == 5
+        await collector.wait_for(15)
+        assert sorted(m.body for m in collector.got[10:]) == [b"new-%d" % i for i in range(5)]

@@ -400,6 +400,38 @@ class MessagingService:
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
 
+    def reset_offsets(
+        self, group: str, topic: str, timestamp_ms: int, force: bool
+    ) -> dict[int, int]:
+        """Where each queue of a topic moves a group to (Broker2Client.resetOffset): the first
+        message stored at or after ``timestamp_ms`` (-1: the queue's end), but never forward
+        past the group's offset unless ``force``. Nothing is committed here.
+
+        Raises:
+            RequestError: TOPIC_NOT_EXIST; SYSTEM_ERROR when the group has no offset in a
+                queue of the topic (RocketMQ's "consumer group not exist").
+        """
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
+            )
+        table: dict[int, int] = {}
+        for queue_id in range(cfg.write_queue_nums):
+            current = self.offsets.query(group, topic, queue_id)
+            if current == -1:
+                raise RequestError(
+                    ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist"
+                )
+            if timestamp_ms == -1:
+                target = self.max_offset(topic, queue_id)
+            else:
+                target = self.offset_by_time(topic, queue_id, timestamp_ms)
+            target = max(target, 0)
+            table[queue_id] = target if force or target < current else current
+        return table
+
     # ------------------------------------------------------------------ groups and locks
 
     def ensure_retry_topic(self, group: str) -> None:

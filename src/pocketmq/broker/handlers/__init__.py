@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.handlers.admin import AdminHandlers
+from pocketmq.broker.handlers.client_admin import ClientAdminHandlers
 from pocketmq.broker.handlers.clients import ClientHandlers
 from pocketmq.broker.handlers.offsets import OffsetHandlers
 from pocketmq.broker.handlers.pull import PullHandlers
@@ -23,6 +24,6 @@ if TYPE_CHECKING:
 def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
     """Every request code the broker serves."""
     for family in (SendHandlers, PullHandlers, OffsetHandlers, ClientHandlers, QueryHandlers,
-                   AdminHandlers, ReplyHandlers):  # fmt: skip
+                   AdminHandlers, ReplyHandlers, ClientAdminHandlers):  # fmt: skip
         for code, handler in family(broker).handlers().items():
             dispatcher.register(code, handler)

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.handlers.client_admin import CALL_CLIENT_TIMEOUT_S
 from pocketmq.broker.handlers.send import sent_message
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, encode_properties
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Broker2Client.callClient waits this long for a client's answer.
-CALL_CLIENT_TIMEOUT_S = 10.0
 # The send header fields a reply push repeats (ReplyMessageRequestHeader), by V1 name.
 _PUSHED_FIELDS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
                   "sysFlag", "bornTimestamp", "flag", "reconsumeTimes", "unitMode")  # fmt: skip
