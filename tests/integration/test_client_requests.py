@@ -35,7 +35,7 @@ from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.message import MessageConst, decode_message, decode_offset_msg_id
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 from waiting import wait_until
@@ -363,3 +363,71 @@ async def test_admin_cli_resets_and_reports_a_live_group(
         assert sum(table.values()) == 5
         await collector.wait_for(15)
         assert sorted(m.body for m in collector.got[10:]) == [b"new-%d" % i for i in range(5)]
+
+
+def _records(body: bytes) -> list[MessageExt]:
+    out, pos = [], 0
+    while pos < len(body):
+        size = int.from_bytes(body[pos : pos + 4], "big")
+        out.append(decode_message(body[pos : pos + size], check_crc=True))
+        pos += size
+    return out
+
+
+async def test_query_message_by_key_and_unique_key_and_view_by_id(
+    servers: Servers, producer: Producer, topic: str
+) -> None:
+    first = await producer.send(message(topic, "a", keys=["order-1", "customer-9"]))
+    await producer.send(message(topic, "b", keys="order-2"))
+    # A producer that resends after a lost answer stores one UNIQ_KEY twice.
+    dup = message(topic, "dup")
+    dup.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = "DUPLICATED-ID"
+    await producer.send(dup)
+    await producer.send(dup)
+    await producer.send_batch([message(topic, f"many-{i}", keys="many") for i in range(70)])
+
+    def query(key: str, max_num: int = 32, unique: bool | None = None,
+              begin: int = 0, end: int = 2**62) -> dict[str, Any]:  # fmt: skip
+        header: dict[str, Any] = {"topic": topic, "key": key, "maxNum": max_num,
+                                  "beginTimestamp": begin, "endTimestamp": end}  # fmt: skip
+        if unique is not None:
+            header["_UNIQUE_KEY_QUERY"] = unique
+        return header
+
+    async def found(key: str) -> bool:
+        resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query(key))
+        return resp.code == ResponseCode.SUCCESS
+
+    await wait_until(lambda: found("many"), 10, "the index to hold the last send")
+    resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query("customer-9"))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert int(resp.ext_fields["indexLastUpdateTimestamp"]) > 0
+    assert int(resp.ext_fields["indexLastUpdatePhyoffset"]) > 0
+    [hit] = _records(resp.body)
+    assert (hit.topic, hit.body, hit.keys) == (topic, b"a", "order-1 customer-9")
+
+    resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query(first.msg_id, unique=True))
+    assert [m.body for m in _records(resp.body)] == [b"a"]
+    # maxNum is the caller's for a key query, RocketMQ's 32 for a unique key query.
+    resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query("DUPLICATED-ID", 1))
+    assert [m.body for m in _records(resp.body)] == [b"dup"]
+    resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query("DUPLICATED-ID", 1, True))
+    assert [m.body for m in _records(resp.body)] == [b"dup", b"dup"]
+
+    # No query returns more than RocketMQ's maxMsgsNumBatch.
+    resp = await _admin(servers, RequestCode.QUERY_MESSAGE, query("many", 100))
+    assert len(_records(resp.body)) == 64
+
+    for missing in (query("order-3"), query("order-1", end=1)):
+        resp = await _admin(servers, RequestCode.QUERY_MESSAGE, missing)
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND
+        assert resp.remark == "can not find message, maybe time range not correct"
+
+    _, phy_offset = decode_offset_msg_id(first.offset_msg_id)
+    resp = await _admin(servers, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy_offset})
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    [viewed] = _records(resp.body)
+    assert (viewed.body, viewed.uniq_key, viewed.phy_offset) == (b"a", first.msg_id, phy_offset)
+    resp = await _admin(servers, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy_offset + 1})
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == f"can not find message by the offset, {phy_offset + 1}"
