@@ -280,7 +280,7 @@ class Producer:
 
         Raises:
             RequestTimeoutError: the request was sent, but no reply came within timeout_ms.
-            ClientError: the request could not be sent (BrokerError: a broker refused it).
+            ClientError: the request could not be sent (its cause says why).
         """
         timeout = timeout_ms if timeout_ms is not None else self.send_timeout_ms
         begin = time.monotonic()
