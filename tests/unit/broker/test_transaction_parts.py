@@ -101,6 +101,13 @@ def test_half_commit_and_op() -> None:
 def test_copies_know_their_first_half() -> None:
     half = stored_half(queue_offset=5)
     assert tx.first_half_offset(half) == 5
+    # A producer's message carrying the broker's marks (a consumed message sent again).
+    resent = stored_half(
+        queue_offset=6,
+        **{MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET: "1",
+           MessageConst.TRANSACTION_CHECK_TIMES: "15"},
+    )  # fmt: skip
+    assert (tx.first_half_offset(resent), tx.check_times(resent)) == (6, None)
     assert tx.check_times(half) is None
     copy = tx.copy_of(half, checked=1)
     copy.queue_offset = 8

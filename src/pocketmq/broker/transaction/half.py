@@ -109,6 +109,10 @@ def half_of(msg: MessageExt) -> MessageExt:
     """The half to store for a producer's transactional message (parseHalfMessageInner);
     ``msg`` is changed in place and returned."""
     props = msg.properties
+    # The broker's own marks: a producer's copy of them (a consumed message sent again) would
+    # make this half pass for another transaction, or for one checked many times already.
+    props.pop(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, None)
+    props.pop(MessageConst.TRANSACTION_CHECK_TIMES, None)
     if msg.uniq_key:
         props[MessageConst.TRANSACTION_ID] = msg.uniq_key
     props[MessageConst.REAL_TOPIC] = msg.topic
