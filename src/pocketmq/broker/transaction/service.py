@@ -129,12 +129,8 @@ class TransactionService:
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.store = store
-        self.offsets = offsets
-        self.topics = topics
-        self.producers = producers
-        self.config = config
-        self.clock = clock
+        self.store, self.offsets, self.topics = store, offsets, topics
+        self.producers, self.config, self.clock = producers, config, clock
         # first half's queue offset -> the latest half of that open transaction
         self.open: dict[int, _Open] = {}
         # How transactions resolved in this run ended, while their ops are not yet passed.
