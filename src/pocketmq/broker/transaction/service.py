@@ -81,6 +81,8 @@ _WRITTEN = (
 )
 # Records read per store call while loading.
 _READ_BATCH = 256
+# Open transactions a check round handles before it lets other work run on the loop.
+_YIELD_EVERY = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class _Open:
     queue_offset: int
     phy_offset: int
     store_ms: int
+    born_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +170,7 @@ class TransactionService:
                 self.open.pop(first, None)
             else:
                 self.open[first] = _Open(first, queue_offset, stored.phy_offset,
-                                         stored.store_timestamp)  # fmt: skip
+                                         stored.store_timestamp, stored.born_timestamp)  # fmt: skip
         if self.open:
             log.info("%d open transactions to check", len(self.open))
 
@@ -240,7 +243,9 @@ class TransactionService:
         result = self.store.append([stored])
         if result.ok:
             first = result.queue_offset
-            self.open[first] = _Open(first, first, result.phy_offset, result.store_timestamp)
+            self.open[first] = _Open(
+                first, first, result.phy_offset, result.store_timestamp, stored.born_timestamp
+            )
             self._half_end = first + 1
         return await self.store.flushed(result, [stored])
 
@@ -348,9 +353,17 @@ class TransactionService:
         """Check every open transaction that is due; returns when the next round is due
         (ms), for ``tasks.run_when_due``."""
         now = self.clock.now_ms()
-        for current in sorted(self.open.values(), key=lambda o: o.queue_offset):
-            if current.store_ms < now:  # not a half stored during this round
-                self._check(current, now)
+        timeout = self.config.transaction_time_out
+        for n, current in enumerate(sorted(self.open.values(), key=lambda o: o.queue_offset)):
+            if n % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # let requests in between; ends may resolve some
+            # Skipped: a transaction resolved meanwhile, a half stored during this round, and
+            # one younger than the timeout (no immunity is shorter: nothing is due yet).
+            if self.open.get(current.first) is not current or current.store_ms >= now:
+                continue
+            if 0 <= now - current.born_ms <= timeout:
+                continue
+            self._check(current, now)
         self.save_progress()
         return self.config.transaction_check_interval
 
@@ -377,8 +390,6 @@ class TransactionService:
             if age > timeout:
                 self._put_back(stored, current, checked=None)
             return
-        if immunity is None and 0 <= age <= timeout:
-            return
         copy = self._put_back(stored, current, checked=(times or 0) + 1)
         if copy is not None:
             self._ask(copy)
@@ -396,7 +407,7 @@ class TransactionService:
         copy.queue_offset, copy.phy_offset = result.queue_offset, result.phy_offset
         copy.msg_id, copy.store_timestamp = result.msg_id, result.store_timestamp
         self.open[current.first] = _Open(current.first, result.queue_offset, result.phy_offset,
-                                         result.store_timestamp)  # fmt: skip
+                                         result.store_timestamp, current.born_ms)  # fmt: skip
         self._half_end = result.queue_offset + 1
         return copy
 
