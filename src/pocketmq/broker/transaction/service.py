@@ -189,7 +189,15 @@ class TransactionService:
             offset = result.next_begin_offset
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(run_when_due(self.check_round, self._wake))
+        """Check every ``transactionCheckInterval``, the first time one interval from now
+        (TransactionalMessageCheckService waits first), so that producers reconnecting after
+        a restart are there before the first check counts."""
+
+        async def loop() -> None:
+            await asyncio.sleep(self.config.transaction_check_interval / 1000)
+            await run_when_due(self.check_round, self._wake)
+
+        self._task = asyncio.create_task(loop())
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
@@ -200,6 +208,8 @@ class TransactionService:
         """Note the check's progress as CID_RMQ_SYS_TRANS's offsets (persisted with the
         others): the oldest open half, and the oldest op still needed to know that a half
         after it is resolved."""
+        if self._half_end == 0:
+            return  # no half was ever stored: nothing to note
         progress = min((o.queue_offset for o in self.open.values()), default=self._half_end)
         while self._ops and self._ops[0].horizon <= progress:
             done = self._ops.popleft()
