@@ -65,9 +65,8 @@ def is_half(msg: MessageExt) -> bool:
 def is_plain(msg: MessageExt) -> bool:
     """Whether a message that is not a half carries no transaction type in its sys flag (a
     batch must not: CommitLog.asyncPutMessages)."""
-    return SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_NOT_TYPE and not (
-        _tran_msg(msg)
-    )
+    plain_flag = SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_NOT_TYPE
+    return plain_flag and not _tran_msg(msg)
 
 
 def _tran_msg(msg: MessageExt) -> bool:

@@ -279,8 +279,8 @@ class TransactionService:
         if end.resolution not in (COMMIT, ROLLBACK):
             if end.resolution != UNKNOWN:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")
-            log.warning("producer answered UNKNOW for message %s (commitLogOffset %d, from "
-                        "check: %s): it stays open", end.msg_id, end.commit_log_offset,
+            log.warning("producer answered unknown (UNKNOW) for message %s (commitLogOffset "
+                        "%d, from check: %s): it stays open", end.msg_id, end.commit_log_offset,
                         end.from_check)  # fmt: skip
             return
         stored = self._half_at(end)
