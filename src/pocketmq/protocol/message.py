@@ -98,6 +98,8 @@ class MessageConst:
     TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    # The producer's UNIQ_KEY, copied onto a stored half (TransactionalMessageUtil).
+    TRANSACTION_ID = "__transactionId__"
     SHARDING_KEY = "__SHARDINGKEY"
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
@@ -121,6 +123,16 @@ class MessageConst:
 # MSG_TYPE of a reply message (MixAll.REPLY_MESSAGE_FLAG): a producer sends it with
 # SEND_REPLY_MESSAGE_V2 and the broker pushes it to the requester.
 REPLY_MESSAGE_FLAG: Final = "reply"
+
+
+# The properties that ask for a delivery time (5.x timer messages, and the 4.x start deliver
+# time): the timer service reads them; a transactional half may carry none.
+TIMER_PROPERTIES: Final = (
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+    MessageConst.START_DELIVER_TIME,
+)
 
 
 def encode_properties(properties: dict[str, str]) -> str:
