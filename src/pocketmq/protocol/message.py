@@ -107,6 +107,22 @@ class MessageConst:
     DUP_INFO = "DUP_INFO"
 
 
+# The properties by which a 5.x timer message asks for its delivery time (4.x clients use a
+# DELAY level instead).
+TIMER_PROPERTIES: Final = (
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+    MessageConst.START_DELIVER_TIME,
+)
+
+
+def asks_for_delay(properties: dict[str, str]) -> bool:
+    """A DELAY level other than 0, or a timer property: the message wants a later delivery."""
+    level = properties.get(MessageConst.DELAY_TIME_LEVEL, "0")
+    return level not in ("", "0") or any(name in properties for name in TIMER_PROPERTIES)
+
+
 def encode_properties(properties: dict[str, str]) -> str:
     """Encode properties as RocketMQ does, with a trailing separator after each pair."""
     if not properties:
@@ -529,11 +545,15 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     )
 
 
-def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> MessageExt:
-    """Decode a whole record into a MessageExt (MessageDecoder.decode).
+def decode_message(
+    buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
+) -> MessageExt:
+    """Decode a whole record into a MessageExt (MessageDecoder.decode). ``inflate_body``
+    inflates a COMPRESSED body, as clients see it (MessageDecoder's deCompressBody); the sys
+    flag keeps the bit.
 
     Raises:
-        RecordError: the bytes are not a valid record.
+        RecordError: the bytes are not a valid record, or a compressed body does not inflate.
     """
     limit = len(buf)
     info = decode_record_info(buf, pos, limit, check_crc)
@@ -549,6 +569,11 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
     p += 12
     body_len = _I32.unpack_from(buf, p)[0]
     body = bytes(buf[p + 4 : p + 4 + body_len])
+    if inflate_body and sys_flag & SysFlag.COMPRESSED:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise RecordError(f"record at {pos}: compressed body does not inflate: {exc}") from exc
     return MessageExt(
         topic=info.topic,
         body=body,
