@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import new_message_id
@@ -178,7 +178,7 @@ class Producer:
         if self._own_instance:
             await self.instance.close()
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
