@@ -34,6 +34,7 @@ from pocketmq.errors import ClientError, ProtocolError, RequestError
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_offset_msg_id
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 from pocketmq.tasks import cancel_and_wait
@@ -230,7 +231,7 @@ class TransactionProducer(Producer):
         self._checks: asyncio.Queue[_Check] = asyncio.Queue(check_request_hold_max)
         self._check_executor: ThreadPoolExecutor | None = None
         self._workers: list[asyncio.Task[None]] = []
-        # Brokers told of this group by a heartbeat since we stored a half there.
+        # Brokers told of this group by a heartbeat (at start, or after a first half there).
         self._announced: set[str] = set()
 
     async def start(self) -> None:
@@ -256,6 +257,22 @@ class TransactionProducer(Producer):
         except BaseException:
             await self._stop_checks()
             raise
+        await self._announce()
+
+    async def _announce(self) -> None:
+        """Heartbeat the brokers of the auto-creation template at once: a broker checks a half
+        through a producer it knows from heartbeats, and this one may never send (a standby
+        taking over a dead producer's checks). Java's producers track TBW102's route too."""
+        try:
+            await self.instance.update_route(AUTO_CREATE_TOPIC_KEY)
+        except ClientError as exc:
+            log.info(
+                "no route of %s to announce %s with: %s", AUTO_CREATE_TOPIC_KEY, self.group, exc
+            )
+        self._announced.update(
+            a for addrs in self.instance.broker_addrs.values() for a in addrs.values()
+        )
+        await self.instance.send_heartbeat()
 
     async def shutdown(self) -> None:
         if not self._started:
@@ -346,8 +363,8 @@ class TransactionProducer(Producer):
         remark = None if error is None else f"executeLocalTransactionBranch exception: {error!r}"
         await self.instance.invoke_oneway(addr, RequestCode.END_TRANSACTION, header, remark=remark)
         if addr not in self._announced:
-            # The broker checks a half through a producer it knows from heartbeats: tell it
-            # now rather than at the next periodic heartbeat (up to 30 s away).
+            # A broker outside TBW102's route: tell it of this group now rather than at the
+            # next periodic heartbeat (up to 30 s away).
             self._announced.add(addr)
             await self.instance.send_heartbeat()
 

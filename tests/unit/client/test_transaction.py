@@ -316,15 +316,23 @@ async def test_a_half_not_stored_safely_is_rolled_back_without_the_local_transac
     await producer.shutdown()
 
 
-async def test_the_first_transaction_on_a_broker_announces_the_group_by_heartbeat(
+async def test_the_group_is_announced_by_heartbeat_at_start_and_on_a_new_broker(
     brokers: FakeBrokers,
 ) -> None:
+    # At start: the brokers of TBW102 hear of the group (it may only ever answer checks).
     producer = await started(brokers, AsyncListener(COMMIT))
+    (route,) = brokers.sent(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+    assert route.ext_fields["topic"] == "TBW102"
+    (beat,) = brokers.sent(RequestCode.HEART_BEAT)
+    assert brokers.fake.requests[-1] == (BROKER, beat)
+    assert json_body.loads(beat.body)["producerDataSet"] == [{"groupName": "PG"}]
     for _ in range(3):
         await producer.send_message_in_transaction(message("TxTopic", b"order"))
-    (beat,) = brokers.sent(RequestCode.HEART_BEAT)
-    body = json_body.loads(beat.body)
-    assert body["producerDataSet"] == [{"groupName": "PG"}]
+    assert len(brokers.sent(RequestCode.HEART_BEAT)) == 1  # that broker knows the group
+    # A half stored on a broker outside TBW102's route: that broker is told at once.
+    brokers.broker_addrs["broker-a"] = {0: "127.0.0.1:20911"}
+    await producer.send_message_in_transaction(message("TxTopic", b"order"))
+    assert len(brokers.sent(RequestCode.HEART_BEAT)) == 2
     await producer.shutdown()
 
 
