@@ -3,7 +3,8 @@
 It owns the connections, the NameServer list and the topic routes, refreshes routes every
 ``poll_name_server_interval_s`` (30 s), heartbeats every broker every ``heartbeat_interval_s``
 (30 s) with the groups of its producers and consumers, and answers the requests brokers send to
-clients. Requests that reach a broker go through ``invoke``, which turns error codes into
+clients (a transaction check goes to the transactional producer of the half's group, which
+answers it later). Requests that reach a broker go through ``invoke``, which turns error codes into
 BrokerError and connection failures into ConnectionError/TimeoutError.
 
 Its ``clock`` is the client's one clock: its members read it for everything they stamp, schedule
