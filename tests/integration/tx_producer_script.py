@@ -1,4 +1,4 @@
-"""A producer that dies with a transaction open; run as a subprocess by test_transactions.py.
+"""A producer that dies with a transaction open; run as a subprocess by test_transaction_client.py.
 
 python tx_producer_script.py NAMESRV TOPIC GROUP BODY
 
