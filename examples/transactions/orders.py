@@ -110,8 +110,8 @@ async def run(namesrv: str, orders: int, lose_every: int, wait_s: float, db_path
     )
     consumer.subscribe(TOPIC)
     saved: set[str] = set()
-    producer = TransactionProducer("order-service", namesrv, listener=book)
-    async with producer, consumer:
+    # The producer stays up after its sends: the broker's checks come to it.
+    async with TransactionProducer("order-service", namesrv, listener=book) as producer:
         for i in range(1, orders + 1):
             amount = -5 if i % 5 == 0 else 10 * i  # every fifth order is invalid
             order = {"id": f"{run_id}-{i}", "amount": amount}
@@ -119,9 +119,10 @@ async def run(namesrv: str, orders: int, lose_every: int, wait_s: float, db_path
             result = await producer.send_message_in_transaction(msg, arg=i)
             if result.local_transaction_state is not LocalTransactionState.ROLLBACK_MESSAGE:
                 saved.add(order["id"])
-        start = time.monotonic()
-        while saved - set(arrived) and time.monotonic() - start < wait_s:
-            await asyncio.sleep(0.2)
+        async with consumer:  # now that the topic exists, its queues are found at once
+            start = time.monotonic()
+            while saved - set(arrived) and time.monotonic() - start < wait_s:
+                await asyncio.sleep(0.2)
     missing, extra = saved - set(arrived), set(arrived) - saved
     print(f"{len(arrived)} orders announced, {len(saved)} saved; missing {sorted(missing)}")
     return 0 if not missing and not extra else 1

@@ -199,17 +199,16 @@ async def test_a_dead_producers_transaction_is_checked_through_a_live_one(
     ledger.on_check[b"orphan"] = COMMIT
     # The standby never sends: starting announces its group to the broker.
     async with TransactionProducer(group, shared.namesrv, listener=ledger):
-        dying = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, str(SCRIPT), shared.namesrv, topic, group, "orphan"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            assert dying.stdout is not None
-            opened = json.loads(dying.stdout.readline())  # the half is stored, still open
-            assert "open" in opened, opened
-        finally:
-            dying.kill()  # SIGKILL: no END_TRANSACTION, no unregistering
-            dying.wait()
+        ) as dying:  # fmt: skip
+            try:
+                assert dying.stdout is not None
+                opened = json.loads(dying.stdout.readline())  # the half is stored, still open
+                assert "open" in opened, opened
+            finally:
+                dying.kill()  # SIGKILL: no END_TRANSACTION, no unregistering
         collector = Collector()
         consumer = PushConsumer(f"CG_{topic}", shared.namesrv, listener=collector, **FAST)
         consumer.subscribe(topic)
@@ -220,7 +219,6 @@ async def test_a_dead_producers_transaction_is_checked_through_a_live_one(
     assert await shared.stored(topic) == 1
 
 
-@pytest.mark.slow
 async def test_a_half_never_answered_is_rolled_back_after_the_last_check(
     shared: Server, topic: str
 ) -> None:
@@ -240,7 +238,6 @@ async def test_a_half_never_answered_is_rolled_back_after_the_last_check(
     assert result.transaction_id in shared.log()  # the broker says it rolled it back
 
 
-@pytest.mark.slow
 async def test_a_broker_sigkill_keeps_pending_halves_pending_and_resolved_ones_resolved(
     tmp_path: Path, topic: str
 ) -> None:
@@ -285,3 +282,16 @@ async def test_a_broker_sigkill_keeps_pending_halves_pending_and_resolved_ones_r
 
 async def _stored_is(server: Server, topic: str, count: int) -> bool:
     return await server.stored(topic) == count
+
+
+def test_the_orders_example_announces_exactly_the_saved_orders(shared: Server) -> None:
+    example = Path(__file__).parent.parent.parent / "examples" / "transactions" / "orders.py"
+    run = subprocess.run(
+        [sys.executable, str(example), "--namesrv", shared.namesrv, "--orders", "10",
+         "--wait", "30"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Orders 4 and 8 lost their answer and were committed by the check; 5 and 10 rolled back.
+    assert run.stdout.count("broker checks") >= 2
+    assert "8 orders announced, 8 saved; missing []" in run.stdout

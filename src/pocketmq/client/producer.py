@@ -28,7 +28,7 @@ from pocketmq.protocol.message import Message as Message
 from pocketmq.protocol.message import (
     MessageConst,
     SysFlag,
-    asks_for_delay,
+    delay_property,
     encode_properties,
     java_string_hash,
 )
@@ -70,7 +70,7 @@ def message(
 
 def is_half(msg: Message) -> bool:
     """A transaction's half message (TRAN_MSG=true): sent with the PREPARED sys flag."""
-    return msg.properties.get(MessageConst.TRANSACTION_PREPARED) == "true"
+    return msg.properties.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
 
 
 class SendStatus(enum.Enum):
@@ -288,13 +288,11 @@ class Producer:
             raise ClientError("the message body length is zero")
         if len(msg.body) > self.max_message_size:
             raise ClientError(f"the message body size over max value, MAX: {self.max_message_size}")
-        if is_half(msg) and asks_for_delay(msg.properties):
+        delayed_by = delay_property(msg.properties) if is_half(msg) else None
+        if delayed_by is not None:
             # Java's sendMessageInTransaction drops the DELAY level without a word; the
             # application would never learn its delay was ignored.
-            raise ClientError(
-                "a transactional message cannot be delayed: remove its DELAY level and timer "
-                "properties"
-            )
+            raise ClientError(f"a transactional message cannot be delayed: it has {delayed_by}")
 
     async def _publish_route(self, topic: str) -> TopicRoute:
         """The route to send a topic with (tryToFindTopicPublishInfo).

@@ -79,7 +79,8 @@ class TransactionSendResult(SendResult):
 
 @dataclass(frozen=True, slots=True)
 class CheckRequest:
-    """CheckTransactionStateRequestHeader, read and validated."""
+    """CheckTransactionStateRequestHeader, read and validated (``bname`` is RocketMQ 5's
+    RpcRequestHeader name of the broker name)."""
 
     tran_state_table_offset: int
     commit_log_offset: int
@@ -97,7 +98,7 @@ class CheckRequest:
             tran_state_table_offset=fields.offset(cmd, "tranStateTableOffset"),
             commit_log_offset=fields.offset(cmd, "commitLogOffset"),
             topic=f.get("topic"),
-            broker_name=f.get("brokerName"),
+            broker_name=f.get("bname"),
             msg_id=f.get("msgId"),
             transaction_id=f.get("transactionId"),
             offset_msg_id=f.get("offsetMsgId"),
@@ -147,7 +148,7 @@ def end_fields_after_send(
         False,
         {
             "topic": msg.topic,
-            "brokerName": result.message_queue.broker_name,
+            "bname": result.message_queue.broker_name,
             "transactionId": msg.uniq_key or result.msg_id,
         },
     )
@@ -167,7 +168,7 @@ def end_fields_after_check(
         True,
         {
             "topic": request.topic,
-            "brokerName": request.broker_name,
+            "bname": request.broker_name,
             "transactionId": request.transaction_id,
         },
     )

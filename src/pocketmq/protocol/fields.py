@@ -30,6 +30,7 @@ from typing import Final
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_int, get_str
+from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import PERM_PRIORITY, group_error, topic_error
 from pocketmq.protocol.remoting import RemotingCommand
 
@@ -73,6 +74,7 @@ class FieldKind(enum.Enum):
     TIMESTAMP = "timestamp"
     TOPIC = "topic"
     GROUP = "group"
+    TRANSACTION_RESOLUTION = "transaction_resolution"
 
 
 class FieldError(RequestError):
@@ -288,6 +290,30 @@ def check_group(value: str, code: int = _INVALID) -> str:
     return value
 
 
+def check_transaction_resolution(value: int, name: str = "commitOrRollback") -> int:
+    """How a producer ends a transaction: SysFlag's NOT_TYPE (unknown), COMMIT or ROLLBACK type.
+
+    Raises:
+        FieldError: SYSTEM_ERROR, as EndTransactionRequestHeader.checkFields fails.
+    """
+    if value not in _RESOLUTIONS:
+        raise FieldError(
+            ResponseCode.SYSTEM_ERROR,
+            f"commitOrRollback field wrong: {name}={value}, expected 0 (unknown), 8 (commit) "
+            "or 12 (rollback)",
+            FieldKind.TRANSACTION_RESOLUTION,
+            name,
+        )
+    return value
+
+
+_RESOLUTIONS: Final = (
+    SysFlag.TRANSACTION_NOT_TYPE,
+    SysFlag.TRANSACTION_COMMIT_TYPE,
+    SysFlag.TRANSACTION_ROLLBACK_TYPE,
+)
+
+
 # ------------------------------------------------------------------ remoting header fields
 # Each reads one extFields entry with protocol.headers (a missing required field or one that
 # is not a number is SYSTEM_ERROR there) and validates it; ``default`` None means required.
@@ -358,3 +384,7 @@ def topic(cmd: RemotingCommand, name: str = "topic", code: int = _INVALID) -> st
 
 def group(cmd: RemotingCommand, name: str = "consumerGroup", code: int = _INVALID) -> str:
     return check_group(get_str(cmd, name), code)
+
+
+def transaction_resolution(cmd: RemotingCommand, name: str = "commitOrRollback") -> int:
+    return check_transaction_resolution(java_int(cmd, name), name)

@@ -98,6 +98,8 @@ class MessageConst:
     TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    # The producer's UNIQ_KEY, copied onto a stored half (TransactionalMessageUtil).
+    TRANSACTION_ID = "__transactionId__"
     SHARDING_KEY = "__SHARDINGKEY"
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
@@ -107,8 +109,8 @@ class MessageConst:
     DUP_INFO = "DUP_INFO"
 
 
-# The properties by which a 5.x timer message asks for its delivery time (4.x clients use a
-# DELAY level instead).
+# The properties that ask for a delivery time (5.x timer messages, and the 4.x start deliver
+# time): the timer service reads them; a transactional half may carry none.
 TIMER_PROPERTIES: Final = (
     MessageConst.TIMER_DELIVER_MS,
     MessageConst.TIMER_DELAY_SEC,
@@ -117,10 +119,22 @@ TIMER_PROPERTIES: Final = (
 )
 
 
-def asks_for_delay(properties: dict[str, str]) -> bool:
-    """A DELAY level other than 0, or a timer property: the message wants a later delivery."""
-    level = properties.get(MessageConst.DELAY_TIME_LEVEL, "0")
-    return level not in ("", "0") or any(name in properties for name in TIMER_PROPERTIES)
+def delay_property(properties: dict[str, str]) -> str | None:
+    """The property by which a message asks for a later delivery, if any: a positive DELAY
+    level (a level that is not a number counts as none, as the store reads it) or a non-empty
+    timer property."""
+    for name in (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES):
+        value = properties.get(name)
+        if not value:
+            continue
+        if name != MessageConst.DELAY_TIME_LEVEL:
+            return name
+        try:
+            if int(value) > 0:
+                return name
+        except ValueError:
+            pass
+    return None
 
 
 def encode_properties(properties: dict[str, str]) -> str:

@@ -77,7 +77,7 @@ def test_end_header_after_send_names_the_half_by_its_offsets() -> None:
             "msgId": UNIQ,
             "transactionId": UNIQ,
             "topic": "TxTopic",
-            "brokerName": "broker-a",
+            "bname": "broker-a",
         }
     assert (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE) == (0, 8)
     assert SysFlag.TRANSACTION_ROLLBACK_TYPE == 12
@@ -120,7 +120,7 @@ def check_command(group: str = "PG", **extra: Any) -> tuple[RemotingCommand, Mes
         "msgId": UNIQ,
         "transactionId": UNIQ,
         "offsetMsgId": create_offset_msg_id(("127.0.0.1", 10911), 9000),
-        "brokerName": "broker-a",
+        "bname": "broker-a",
         **extra,
     }
     cmd = RemotingCommand.request(
@@ -141,7 +141,7 @@ def test_end_header_after_check_echoes_the_checks_offsets() -> None:
         "msgId": UNIQ,
         "transactionId": UNIQ,
         "topic": "RMQ_SYS_TRANS_HALF_TOPIC",
-        "brokerName": "broker-a",
+        "bname": "broker-a",
     }
 
 
@@ -295,7 +295,7 @@ async def test_half_then_local_transaction_then_one_way_end(
         "msgId": result.msg_id,
         "transactionId": result.transaction_id,
         "topic": "TxTopic",
-        "brokerName": "broker-a",
+        "bname": "broker-a",
     }
     # An exception travels in the remark, as Java's "executeLocalTransactionBranch exception".
     assert (end.remark is not None) is isinstance(answer, Exception)
