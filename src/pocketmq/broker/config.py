@@ -56,6 +56,14 @@ class BrokerConfig:
     min_invisible_time_mills_for_recv: int = 10_000
     max_invisible_time_mills: int = 12 * 3600 * 1000
     renew_ahead_time_millis: int = 10_000
+    # Transactions (RocketMQ 5's names and defaults): a half message is first checked with its
+    # producer this long after it was born (ms), unless its CHECK_IMMUNITY_TIME_IN_SECONDS
+    # says later; the check runs this often (ms); a half checked this many times without an
+    # answer is rolled back. rejectTransactionMessage refuses half messages (NO_PERMISSION).
+    transaction_time_out: int = 6_000
+    transaction_check_interval: int = 30_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -72,6 +80,12 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.transaction_time_out < 0:
+            raise ConfigError("transaction_time_out must be >= 0")
+        if self.transaction_check_interval <= 0:
+            raise ConfigError("transaction_check_interval must be positive")
+        if self.transaction_check_max <= 0:
+            raise ConfigError("transaction_check_max must be positive")
 
     @property
     def broker_addr(self) -> str:

@@ -5,7 +5,7 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
   topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
-  parking, then the store.
+  parking, then the store; transactional half messages to ``broker/transaction``.
 - Pull: queue checks and the one long-polling loop, released when the request's connection
   closes.
 - Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 from pocketmq.broker.status_map import pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
+from pocketmq.broker.transaction import half as tx
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     FIRST_RETRY_DELAY_LEVEL,
@@ -194,11 +195,16 @@ class MessagingService:
         (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
         and delay-level messages are parked in their system topics, then the store appends it.
 
+        A transactional half message (PREPARED) goes to the transaction service instead,
+        invisible until its producer commits it.
+
         Raises:
-            RequestError: a transactional half message (not served yet), an unknown retry
-                group, or a bad timer or delay property.
+            RequestError: an unknown retry group, a bad timer or delay property, or a half
+                the transaction service refuses.
         """
-        self._refuse_half(msg)
+        if tx.is_half(msg):
+            return await self.broker.transactions.prepare(msg)
+        tx.make_visible(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
             sub = self.group(group)
@@ -215,21 +221,15 @@ class MessagingService:
         """Store a batch as one append (no delays in a batch: the edge refuses them).
 
         Raises:
-            RequestError: a transactional half message (not served yet).
+            RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
+                RocketMQ's CommitLog refuses a batch with a transaction type.
         """
-        for msg in msgs:
-            self._refuse_half(msg)
-        return await self.store.put_messages(msgs)
-
-    def _refuse_half(self, msg: MessageExt) -> None:
-        """A transactional half message would be stored as a normal one and never committed
-        or checked: refuse it, as RocketMQ's rejectTransactionMessage does."""
-        if SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_PREPARED_TYPE:
+        if not all(tx.is_plain(msg) for msg in msgs):
             raise RequestError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] sending transaction message is "
-                "forbidden: pocketmq does not serve transactions yet",
+                ResponseCode.MESSAGE_ILLEGAL,
+                "transactional messages cannot be sent in a batch: send each on its own",
             )
+        return await self.store.put_messages(msgs)
 
     # ------------------------------------------------------------------ retry and DLQ
 

@@ -388,7 +388,7 @@ def _recovery_s(d: Duration) -> int:
 
 # An EndTransaction's resolution -> the sys flag of RocketMQ's END_TRANSACTION. An unspecified
 # one is the proxy's TransactionStatus.UNKNOWN: no decision yet, the half waits for its check.
-_RESOLUTIONS = {
+_RESOLUTIONS: dict[int, int] = {
     pb.COMMIT: SysFlag.TRANSACTION_COMMIT_TYPE,
     pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK_TYPE,
     pb.TRANSACTION_RESOLUTION_UNSPECIFIED: SysFlag.TRANSACTION_NOT_TYPE,

@@ -67,8 +67,10 @@ class MessagingService(
     async def Heartbeat(
         self, request: svc.HeartbeatRequest, context: Context
     ) -> svc.HeartbeatResponse:
-        if not client_meta(context).client_id:
+        client_id = client_meta(context).client_id
+        if not client_id:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
+        self.renew_producer(client_id)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))
@@ -82,6 +84,7 @@ class MessagingService(
             )
         log.debug("client %s terminated", meta.client_id)
         self.renewer.forget_client(meta.client_id)
+        self.broker.producers.unregister_all(meta.client_id)
         return svc.NotifyClientTerminationResponse(status=status())
 
     # ------------------------------------------------------------------ send

@@ -8,8 +8,9 @@ RocketMQ's proxy writes them through the client's channel (GrpcClientChannel).
   client is silent.
 - A producer's settings register the stream, for each topic it publishes, as a transaction
   checker of that topic's producer group (5.x producers have no group: the proxy uses the
-  topic, and so does ``convert.to_message_ext`` for ``PGROUP``). The end of the stream
-  unregisters them, unless a newer stream of the same client took them over.
+  topic, and so does ``convert.to_message_ext`` for ``PGROUP``). The client's heartbeats
+  renew the registrations of its newest stream, as the proxy's do; the end of a stream
+  unregisters its own registrations only (a client that opened a new stream keeps those).
 - A push never waits: the check-back service must not stall on a client that does not read.
   When a stream's outbox is full or closed, the check is dropped with a warning, and the
   half message is checked again at the next check interval.
@@ -33,7 +34,7 @@ from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.settings import GroupPolicy, settings_reply
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.message import MessageExt
 from pocketmq.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ class Outbox:
     """What one Telemetry stream sends to its client."""
 
     client_id: str
-    # The producer groups this stream is the checker of.
-    groups: set[str] = field(default_factory=set)
+    # The producer groups this stream is the checker of, with its checker of each.
+    checkers: dict[str, StreamChecker] = field(default_factory=dict)
     closed: bool = False
     queue: asyncio.Queue[svc.TelemetryCommand | _End] = field(
         default_factory=lambda: asyncio.Queue(OUTBOX_LIMIT)
@@ -88,7 +89,7 @@ class StreamChecker:
         self.topic = topic
 
     def check(self, half: MessageExt, request: CheckRequest) -> None:
-        message = v2_message(half, queue_id=_real_queue_id(half), queue_offset=half.queue_offset)
+        message = v2_message(half, queue_id=half.queue_id, queue_offset=half.queue_offset)
         # The topic as the producer named it, namespace apart: its EndTransaction names it so.
         message.topic.CopyFrom(self.topic)
         # The copy being checked, which its EndTransaction must name (convert.half_offset).
@@ -96,13 +97,6 @@ class StreamChecker:
             message=message, transaction_id=request.offset_msg_id
         )
         self.outbox.push(svc.TelemetryCommand(recover_orphaned_transaction_command=command))
-
-
-def _real_queue_id(half: MessageExt) -> int:
-    try:
-        return int(half.properties[MessageConst.REAL_QUEUE_ID])
-    except (KeyError, ValueError):
-        return half.queue_id
 
 
 class TelemetryActivity(Activity):
@@ -209,18 +203,23 @@ class TelemetryActivity(Activity):
             GrpcRequestError: ILLEGAL_TOPIC for a bad topic (none is registered then).
         """
         topics = {convert.check_topic(resource): resource for resource in publishing.topics}
-        producers = self.broker.producers
-        self._streams[outbox.client_id] = outbox
         for group, resource in topics.items():
-            producers.register(group, outbox.client_id, StreamChecker(outbox, resource))
-            outbox.groups.add(group)
+            if group not in outbox.checkers:
+                outbox.checkers[group] = StreamChecker(outbox, resource)
+        self._streams[outbox.client_id] = outbox
+        self.renew_producer(outbox.client_id)
+
+    def renew_producer(self, client_id: str) -> None:
+        """A producer client is alive (a heartbeat, its settings): renew the registrations of
+        its newest stream."""
+        outbox = self._streams.get(client_id)
+        if outbox is not None:
+            for group, checker in outbox.checkers.items():
+                self.broker.producers.register(group, client_id, checker)
 
     def _forget_stream(self, outbox: Outbox) -> None:
-        """Unregister what an ended stream registered and no newer stream took over."""
-        newer = self._streams.get(outbox.client_id)
-        if newer is outbox:
+        """Unregister what an ended stream registered (and only that)."""
+        if self._streams.get(outbox.client_id) is outbox:
             del self._streams[outbox.client_id]
-            newer = None
-        kept = set() if newer is None else newer.groups
-        for group in outbox.groups - kept:
-            self.broker.producers.unregister(group, outbox.client_id)
+        for checker in outbox.checkers.values():
+            self.broker.producers.unregister_checker(checker)

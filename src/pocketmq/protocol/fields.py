@@ -30,6 +30,7 @@ from typing import Final
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_int, get_str
+from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import PERM_PRIORITY, group_error, topic_error
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.protocol.topic_attributes import (
@@ -79,6 +80,7 @@ class FieldKind(enum.Enum):
     TOPIC = "topic"
     GROUP = "group"
     MESSAGE_TYPE = "message_type"
+    TRANSACTION_RESOLUTION = "transaction_resolution"
 
 
 class FieldError(RequestError):
@@ -315,6 +317,30 @@ def check_message_type(
     return actual
 
 
+def check_transaction_resolution(value: int, name: str = "commitOrRollback") -> int:
+    """How a producer ends a transaction: SysFlag's NOT_TYPE (unknown), COMMIT or ROLLBACK type.
+
+    Raises:
+        FieldError: SYSTEM_ERROR, as EndTransactionRequestHeader.checkFields fails.
+    """
+    if value not in _RESOLUTIONS:
+        raise FieldError(
+            ResponseCode.SYSTEM_ERROR,
+            f"commitOrRollback field wrong: {name}={value}, expected 0 (unknown), 8 (commit) "
+            "or 12 (rollback)",
+            FieldKind.TRANSACTION_RESOLUTION,
+            name,
+        )
+    return value
+
+
+_RESOLUTIONS: Final = (
+    SysFlag.TRANSACTION_NOT_TYPE,
+    SysFlag.TRANSACTION_COMMIT_TYPE,
+    SysFlag.TRANSACTION_ROLLBACK_TYPE,
+)
+
+
 # ------------------------------------------------------------------ remoting header fields
 # Each reads one extFields entry with protocol.headers (a missing required field or one that
 # is not a number is SYSTEM_ERROR there) and validates it; ``default`` None means required.
@@ -395,3 +421,7 @@ def attributes(cmd: RemotingCommand, name: str = "attributes") -> dict[str, str]
         RequestError: SYSTEM_ERROR for a malformed list, as RocketMQ's AttributeParser fails.
     """
     return parse_modification(get_str(cmd, name, ""))
+
+
+def transaction_resolution(cmd: RemotingCommand, name: str = "commitOrRollback") -> int:
+    return check_transaction_resolution(java_int(cmd, name), name)

@@ -28,6 +28,10 @@ TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 # Transactional half messages and their commit/rollback op records.
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# Halves checked transactionCheckMax times without an answer are kept here.
+TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+# The system group whose offsets in the half and op topics are the check's progress.
+TRANS_GROUP: Final = "CID_RMQ_SYS_TRANS"
 # POP checkpoints and acks, one topic per cluster; the group whose offset is the replay start.
 REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
@@ -37,7 +41,13 @@ DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 FIRST_RETRY_DELAY_LEVEL: Final = 3
 
 _SYSTEM_TOPICS: Final = frozenset(
-    {AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC}
+    {
+        AUTO_CREATE_TOPIC_KEY,
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+    }
 )
 
 

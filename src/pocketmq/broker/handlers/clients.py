@@ -1,10 +1,12 @@
 """Clients and groups: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (ClientManageProcessor, ConsumerManageProcessor)."""
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (ClientManageProcessor, ConsumerManageProcessor).
+A heartbeat's producers join their groups for the transaction check-back."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.transaction import RemotingChecker
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -71,10 +73,30 @@ def _consumer_data(heartbeat: dict[str, Any]) -> list[dict[str, Any]]:
     return consumers
 
 
+def _producer_groups(heartbeat: dict[str, Any]) -> list[str]:
+    """The groups of a heartbeat's ProducerData entries.
+
+    Raises:
+        RequestError: SYSTEM_ERROR for entries of another shape, INVALID_PARAMETER for an
+            invalid group name.
+    """
+    entries = heartbeat.get("producerDataSet") or []
+    if not isinstance(entries, list):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat: producerDataSet is not a list")
+    groups = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("groupName"), str):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat: {entry!r} is not a producer")
+        groups.append(fields.check_group(entry["groupName"]))
+    return groups
+
+
 class ClientHandlers:
     def __init__(self, broker: Broker) -> None:
         self.consumers = broker.consumers
+        self.producers = broker.producers
         self.messaging = broker.messaging
+        self.broker_name = broker.config.broker_name
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -94,16 +116,24 @@ class ClientHandlers:
             raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat body is not an object")
         client_id = str(data.get("clientID", ""))
         consumers = _consumer_data(data)
+        producer_groups = _producer_groups(data)
         channel.attributes["client_id"] = client_id
         for consumer in consumers:
             self.messaging.ensure_retry_topic(consumer["groupName"])
             self.consumers.register(channel, client_id, consumer)
+        checker = RemotingChecker(channel, self.broker_name)
+        for group in producer_groups:
+            self.producers.register(group, client_id or channel.peer, checker)
         return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("consumerGroup")
         if group:
             self.consumers.unregister(channel, group)
+        producer_group = cmd.ext_fields.get("producerGroup")
+        if producer_group:
+            client_id = cmd.ext_fields.get("clientID") or channel.attributes.get("client_id")
+            self.producers.unregister(producer_group, str(client_id or channel.peer))
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_consumer_list(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
