@@ -17,11 +17,11 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from server_procs import ServerProcess
 
 from pocketmq.grpc.v2 import definition_pb2 as pb
@@ -67,12 +67,15 @@ def create_topic(serve: dict[str, int], topic: str, *extra: str) -> None:
 
 
 def half(topic: str, body: bytes, kind: pb.MessageType = pb.TRANSACTION) -> pb.Message:
+    born = Timestamp()
+    born.GetCurrentTime()  # the check-back's timeout runs from the message's birth
     return pb.Message(
         topic=pb.Resource(name=topic),
         body=body,
-        system_properties=pb.SystemProperties(message_id=uuid.uuid4().hex.upper(),
-                                              message_type=kind),
-    )  # fmt: skip
+        system_properties=pb.SystemProperties(
+            message_id=uuid.uuid4().hex.upper(), message_type=kind, born_timestamp=born
+        ),
+    )
 
 
 async def send(stub: MessagingServiceStub, msg: pb.Message) -> svc.SendResultEntry:

@@ -33,7 +33,7 @@ from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
 from pocketmq.protocol.fields import check_message_type
-from pocketmq.protocol.message import MessageConst, SysFlag
+from pocketmq.protocol.message import MessageConst
 from pocketmq.protocol.names import is_dlq_topic, is_retry_topic
 from pocketmq.protocol.topic_attributes import message_type_of, topic_message_type
 
@@ -129,7 +129,7 @@ class MessagingService(
                 message_id=message_id,
             )
         message_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        half = SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_PREPARED_TYPE
+        half = message.system_properties.message_type == pb.TRANSACTION
         return svc.SendResultEntry(
             status=status(),
             message_id=message_id,
