@@ -109,6 +109,16 @@ class MessageConst:
     DUP_INFO = "DUP_INFO"
 
 
+# The properties that ask for a delivery time (5.x timer messages, and the 4.x start deliver
+# time): the timer service reads them; a transactional half may carry none.
+TIMER_PROPERTIES: Final = (
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+    MessageConst.START_DELIVER_TIME,
+)
+
+
 def encode_properties(properties: dict[str, str]) -> str:
     """Encode properties as RocketMQ does, with a trailing separator after each pair."""
     if not properties:

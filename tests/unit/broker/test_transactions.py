@@ -327,3 +327,17 @@ async def test_reject_transaction_message(tmp_path: Path) -> None:
         await broker.send_half("U1")
     assert refused.value.code == ResponseCode.NO_PERMISSION
     broker.store.close()
+
+
+async def test_an_end_during_a_long_round_is_not_undone(broker: Broker) -> None:
+    checker = checker_of(broker)
+    results = [await broker.send_half(f"U{n}") for n in range(200)]
+    broker.clock.advance(TIMEOUT_MS + 1)
+    round_ = asyncio.create_task(broker.tx.check_round())
+    await asyncio.sleep(0)  # the round runs up to its first pause for other work
+    assert 0 < len(checker.asked) < 200
+    await broker.end(results[190], COMMIT)
+    await round_
+    asked = [seen.uniq_key for seen, _ in checker.asked]
+    assert len(asked) == 199 and "U190" not in asked
+    assert [m.uniq_key for m in broker.visible()] == ["U190"]

@@ -81,14 +81,16 @@ def _producer_groups(heartbeat: dict[str, Any]) -> list[str]:
             invalid group name.
     """
     entries = heartbeat.get("producerDataSet") or []
-    if not isinstance(entries, list):
-        raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat: producerDataSet is not a list")
-    groups = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("groupName"), str):
-            raise RequestError(ResponseCode.SYSTEM_ERROR, f"heartbeat: {entry!r} is not a producer")
-        groups.append(fields.check_group(entry["groupName"]))
-    return groups
+    names = (
+        [e.get("groupName") if isinstance(e, dict) else None for e in entries]
+        if isinstance(entries, list)
+        else [None]
+    )
+    if not all(isinstance(name, str) for name in names):
+        raise RequestError(
+            ResponseCode.SYSTEM_ERROR, f"heartbeat: producerDataSet {entries!r} is not producers"
+        )
+    return [fields.check_group(str(name)) for name in names]
 
 
 class ClientHandlers:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import TIMER_PROPERTIES, Host, MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -42,12 +42,7 @@ _HALF_ONLY = (
     MessageConst.REAL_QUEUE_ID,
     MessageConst.TRANSACTION_PREPARED,
 )
-_TIMED = (
-    MessageConst.DELAY_TIME_LEVEL,
-    MessageConst.TIMER_DELIVER_MS,
-    MessageConst.TIMER_DELAY_SEC,
-    MessageConst.TIMER_DELAY_MS,
-)
+_TIMED = (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES)
 
 
 def with_transaction_type(sys_flag: int, kind: int) -> int:
@@ -70,9 +65,8 @@ def is_half(msg: MessageExt) -> bool:
 def is_plain(msg: MessageExt) -> bool:
     """Whether a message that is not a half carries no transaction type in its sys flag (a
     batch must not: CommitLog.asyncPutMessages)."""
-    return SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_NOT_TYPE and not (
-        _tran_msg(msg)
-    )
+    plain_flag = SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_NOT_TYPE
+    return plain_flag and not _tran_msg(msg)
 
 
 def _tran_msg(msg: MessageExt) -> bool:

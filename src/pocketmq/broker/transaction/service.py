@@ -81,6 +81,8 @@ _WRITTEN = (
 )
 # Records read per store call while loading.
 _READ_BATCH = 256
+# Open transactions a check round handles before it lets other work run on the loop.
+_YIELD_EVERY = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class _Open:
     queue_offset: int
     phy_offset: int
     store_ms: int
+    born_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,12 +132,8 @@ class TransactionService:
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.store = store
-        self.offsets = offsets
-        self.topics = topics
-        self.producers = producers
-        self.config = config
-        self.clock = clock
+        self.store, self.offsets, self.topics = store, offsets, topics
+        self.producers, self.config, self.clock = producers, config, clock
         # first half's queue offset -> the latest half of that open transaction
         self.open: dict[int, _Open] = {}
         # How transactions resolved in this run ended, while their ops are not yet passed.
@@ -171,7 +170,7 @@ class TransactionService:
                 self.open.pop(first, None)
             else:
                 self.open[first] = _Open(first, queue_offset, stored.phy_offset,
-                                         stored.store_timestamp)  # fmt: skip
+                                         stored.store_timestamp, stored.born_timestamp)  # fmt: skip
         if self.open:
             log.info("%d open transactions to check", len(self.open))
 
@@ -190,7 +189,15 @@ class TransactionService:
             offset = result.next_begin_offset
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(run_when_due(self.check_round, self._wake))
+        """Check every ``transactionCheckInterval``, the first time one interval from now
+        (TransactionalMessageCheckService waits first), so that producers reconnecting after
+        a restart are there before the first check counts."""
+
+        async def loop() -> None:
+            await asyncio.sleep(self.config.transaction_check_interval / 1000)
+            await run_when_due(self.check_round, self._wake)
+
+        self._task = asyncio.create_task(loop())
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
@@ -201,6 +208,8 @@ class TransactionService:
         """Note the check's progress as CID_RMQ_SYS_TRANS's offsets (persisted with the
         others): the oldest open half, and the oldest op still needed to know that a half
         after it is resolved."""
+        if self._half_end == 0:
+            return  # no half was ever stored: nothing to note
         progress = min((o.queue_offset for o in self.open.values()), default=self._half_end)
         while self._ops and self._ops[0].horizon <= progress:
             done = self._ops.popleft()
@@ -244,7 +253,9 @@ class TransactionService:
         result = self.store.append([stored])
         if result.ok:
             first = result.queue_offset
-            self.open[first] = _Open(first, first, result.phy_offset, result.store_timestamp)
+            self.open[first] = _Open(
+                first, first, result.phy_offset, result.store_timestamp, stored.born_timestamp
+            )
             self._half_end = first + 1
         return await self.store.flushed(result, [stored])
 
@@ -268,8 +279,8 @@ class TransactionService:
         if end.resolution not in (COMMIT, ROLLBACK):
             if end.resolution != UNKNOWN:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")
-            log.warning("producer answered UNKNOW for message %s (commitLogOffset %d, from "
-                        "check: %s): it stays open", end.msg_id, end.commit_log_offset,
+            log.warning("producer answered unknown (UNKNOW) for message %s (commitLogOffset "
+                        "%d, from check: %s): it stays open", end.msg_id, end.commit_log_offset,
                         end.from_check)  # fmt: skip
             return
         stored = self._half_at(end)
@@ -352,9 +363,17 @@ class TransactionService:
         """Check every open transaction that is due; returns when the next round is due
         (ms), for ``tasks.run_when_due``."""
         now = self.clock.now_ms()
-        for current in sorted(self.open.values(), key=lambda o: o.queue_offset):
-            if current.store_ms < now:  # not a half stored during this round
-                self._check(current, now)
+        timeout = self.config.transaction_time_out
+        for n, current in enumerate(sorted(self.open.values(), key=lambda o: o.queue_offset)):
+            if n % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # let requests in between; ends may resolve some
+            # Skipped: a transaction resolved meanwhile, a half stored during this round, and
+            # one younger than the timeout (no immunity is shorter: nothing is due yet).
+            if self.open.get(current.first) is not current or current.store_ms >= now:
+                continue
+            if 0 <= now - current.born_ms <= timeout:
+                continue
+            self._check(current, now)
         self.save_progress()
         return self.config.transaction_check_interval
 
@@ -381,8 +400,6 @@ class TransactionService:
             if age > timeout:
                 self._put_back(stored, current, checked=None)
             return
-        if immunity is None and 0 <= age <= timeout:
-            return
         copy = self._put_back(stored, current, checked=(times or 0) + 1)
         if copy is not None:
             self._ask(copy)
@@ -400,7 +417,7 @@ class TransactionService:
         copy.queue_offset, copy.phy_offset = result.queue_offset, result.phy_offset
         copy.msg_id, copy.store_timestamp = result.msg_id, result.store_timestamp
         self.open[current.first] = _Open(current.first, result.queue_offset, result.phy_offset,
-                                         result.store_timestamp)  # fmt: skip
+                                         result.store_timestamp, current.born_ms)  # fmt: skip
         self._half_end = result.queue_offset + 1
         return copy
 
