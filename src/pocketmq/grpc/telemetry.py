@@ -92,7 +92,7 @@ class StreamChecker:
         message = v2_message(half, queue_id=half.queue_id, queue_offset=half.queue_offset)
         # The topic as the producer named it, namespace apart: its EndTransaction names it so.
         message.topic.CopyFrom(self.topic)
-        # The copy being checked, which its EndTransaction must name (convert.half_offset).
+        # The copy being checked (convert.half_offset): an end naming any copy resolves it.
         command = svc.RecoverOrphanedTransactionCommand(
             message=message, transaction_id=request.offset_msg_id
         )
@@ -104,7 +104,7 @@ class TelemetryActivity(Activity):
 
     def __init__(self, broker: Broker, host: str) -> None:
         super().__init__(broker, host)
-        # The newest stream of each producer client, which owns its checker registrations.
+        # The newest stream of each producer client: its registrations are the ones renewed.
         self._streams: dict[str, Outbox] = {}
 
     async def Telemetry(
