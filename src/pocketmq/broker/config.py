@@ -29,6 +29,12 @@ class BrokerConfig:
     # Create unknown subscription groups on first use.
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 4
+    # Whether a topic may be created with message.type=MIXED (RocketMQ 5 refuses it by default;
+    # a pocketmq topic without message.type accepts every type anyway).
+    enable_mixed_message_type: bool = False
+    # Whether a 5.x send's message type must be one its topic's message.type accepts (the
+    # proxy's check, on by default).
+    enable_topic_message_type_check: bool = True
     # Permissions of the broker as a whole: 6 = read + write.
     broker_permission: int = 6
     # Stamped on every stored message (MSG_REGION, TRACE_ON) and told to producers in each

@@ -8,7 +8,7 @@ enabled, as RocketMQ's autoCreateTopicEnable does. Topic names and their validat
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +49,8 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes (``protocol.topic_attributes``): message.type and others.
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class TopicConfig:
             "topicFilterType": self.topic_filter_type,
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
+            "attributes": dict(self.attributes),
         }
 
     @classmethod
@@ -71,6 +74,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(data.get("topicSysFlag", 0)),
             order=bool(data.get("order", False)),
+            attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
         )
 
 

@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import new_message_id
@@ -31,6 +31,7 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
+    delay_property,
     encode_properties,
     java_string_hash,
 )
@@ -68,6 +69,11 @@ def message(
     if keys:
         props[MessageConst.KEYS] = keys if isinstance(keys, str) else " ".join(keys)
     return Message(topic, body.encode() if isinstance(body, str) else body, flag, props)
+
+
+def is_half(msg: Message) -> bool:
+    """A transaction's half message (TRAN_MSG=true): sent with the PREPARED sys flag."""
+    return msg.properties.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
 
 
 class SendStatus(enum.Enum):
@@ -177,7 +183,7 @@ class Producer:
         if self._own_instance:
             await self.instance.close()
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -256,6 +262,9 @@ class Producer:
                 raise ClientError("The topic of the messages in one batch should be the same")
             if m.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 raise ClientError("TimeDelayLevel is not supported for batching")
+            if is_half(m):
+                # The broker stores a batch as normal messages: a half would be delivered.
+                raise ClientError("Transactional messages are not supported for batching")
             if is_retry_topic(topic):
                 raise ClientError("Retry Group is not supported for batching")
             if not m.body:
@@ -332,6 +341,11 @@ class Producer:
             raise ClientError("the message body length is zero")
         if len(msg.body) > self.max_message_size:
             raise ClientError(f"the message body size over max value, MAX: {self.max_message_size}")
+        delayed_by = delay_property(msg.properties) if is_half(msg) else None
+        if delayed_by is not None:
+            # Java's sendMessageInTransaction drops the DELAY level without a word; the
+            # application would never learn its delay was ignored.
+            raise ClientError(f"a transactional message cannot be delayed: it has {delayed_by}")
 
     async def _publish_route(self, topic: str) -> TopicRoute:
         """The route to send a topic with (tryToFindTopicPublishInfo).
@@ -465,7 +479,7 @@ class Producer:
             # A consumer re-sending a failed message: the counters travel in the header.
             reconsume_times = int(props.pop(MessageConst.RECONSUME_TIME, "0") or 0)
             max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
-        if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+        if is_half(msg):
             sys_flag |= SysFlag.TRANSACTION_PREPARED_TYPE
         # SendMessageRequestHeaderV2: the one-letter field names RocketMQ clients send.
         header: dict[str, Any] = {

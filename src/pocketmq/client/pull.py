@@ -6,7 +6,6 @@ from __future__ import annotations
 import enum
 import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +13,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message, tags_code
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message, tags_code
 from pocketmq.protocol.names import (
     SUB_ALL,
     TagExpressionError,
@@ -100,16 +99,14 @@ def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
             size = struct.unpack_from(">i", body, pos)[0]
             if size <= 0 or pos + size > len(body):
                 raise ProtocolError(f"record at byte {pos} says {size} bytes")
-            msg = decode_message(view[pos : pos + size])
+            msg = decode_message(view[pos : pos + size], inflate_body=True)
             pos += size
-            if msg.sys_flag & SysFlag.COMPRESSED:
-                msg.body = zlib.decompress(msg.body)
             msg.msg_id = msg.uniq_key or msg.msg_id
             retry_topic = msg.properties.get(MessageConst.RETRY_TOPIC)
             if retry_topic and is_retry_topic(mq.topic):
                 msg.topic = retry_topic
             out.append(msg)
-    except (ProtocolError, zlib.error, struct.error) as exc:
+    except (ProtocolError, struct.error) as exc:
         raise ClientError(f"cannot decode messages pulled from {mq}: {exc}") from exc
     return out
 

@@ -33,6 +33,11 @@ from pocketmq.protocol.headers import get_int, get_str
 from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import PERM_PRIORITY, group_error, topic_error
 from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.topic_attributes import (
+    TopicMessageType,
+    accepted_types,
+    parse_modification,
+)
 
 # ------------------------------------------------------------------ limits
 
@@ -74,6 +79,7 @@ class FieldKind(enum.Enum):
     TIMESTAMP = "timestamp"
     TOPIC = "topic"
     GROUP = "group"
+    MESSAGE_TYPE = "message_type"
     TRANSACTION_RESOLUTION = "transaction_resolution"
 
 
@@ -290,6 +296,27 @@ def check_group(value: str, code: int = _INVALID) -> str:
     return value
 
 
+def check_message_type(
+    topic: str, topic_type: TopicMessageType | None, actual: TopicMessageType
+) -> TopicMessageType:
+    """A message's type against its topic's ``message.type`` (the proxy's
+    DefaultTopicMessageTypeValidator; a topic without one accepts every type).
+
+    Raises:
+        FieldError: MESSAGE_ILLEGAL, as the proxy answers a remoting send
+            (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE over gRPC).
+    """
+    if actual not in accepted_types(topic_type):
+        raise FieldError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"TopicMessageType validate failed, the expected type is {topic_type}, but actual "
+            f"type is {actual} (topic[{topic}])",
+            FieldKind.MESSAGE_TYPE,
+            "message_type",
+        )
+    return actual
+
+
 def check_transaction_resolution(value: int, name: str = "commitOrRollback") -> int:
     """How a producer ends a transaction: SysFlag's NOT_TYPE (unknown), COMMIT or ROLLBACK type.
 
@@ -384,6 +411,16 @@ def topic(cmd: RemotingCommand, name: str = "topic", code: int = _INVALID) -> st
 
 def group(cmd: RemotingCommand, name: str = "consumerGroup", code: int = _INVALID) -> str:
     return check_group(get_str(cmd, name), code)
+
+
+def attributes(cmd: RemotingCommand, name: str = "attributes") -> dict[str, str]:
+    """A topic attribute modification list (``+key=value,-key``), by signed key; empty when
+    absent. Whether each key and value may be applied is ``topic_attributes.alter``'s rule.
+
+    Raises:
+        RequestError: SYSTEM_ERROR for a malformed list, as RocketMQ's AttributeParser fails.
+    """
+    return parse_modification(get_str(cmd, name, ""))
 
 
 def transaction_resolution(cmd: RemotingCommand, name: str = "commitOrRollback") -> int:

@@ -135,6 +135,24 @@ TIMER_PROPERTIES: Final = (
 )
 
 
+def delay_property(properties: dict[str, str]) -> str | None:
+    """The property by which a message asks for a later delivery, if any: a positive DELAY
+    level (a level that is not a number counts as none, as the store reads it) or a non-empty
+    timer property."""
+    for name in (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES):
+        value = properties.get(name)
+        if not value:
+            continue
+        if name != MessageConst.DELAY_TIME_LEVEL:
+            return name
+        try:
+            if int(value) > 0:
+                return name
+        except ValueError:
+            pass
+    return None
+
+
 def encode_properties(properties: dict[str, str]) -> str:
     """Encode properties as RocketMQ does, with a trailing separator after each pair."""
     if not properties:
@@ -557,11 +575,15 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     )
 
 
-def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> MessageExt:
-    """Decode a whole record into a MessageExt (MessageDecoder.decode).
+def decode_message(
+    buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
+) -> MessageExt:
+    """Decode a whole record into a MessageExt (MessageDecoder.decode). ``inflate_body``
+    inflates a COMPRESSED body, as clients see it (MessageDecoder's deCompressBody); the sys
+    flag keeps the bit.
 
     Raises:
-        RecordError: the bytes are not a valid record.
+        RecordError: the bytes are not a valid record, or a compressed body does not inflate.
     """
     limit = len(buf)
     info = decode_record_info(buf, pos, limit, check_crc)
@@ -577,6 +599,11 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
     p += 12
     body_len = _I32.unpack_from(buf, p)[0]
     body = bytes(buf[p + 4 : p + 4 + body_len])
+    if inflate_body and sys_flag & SysFlag.COMPRESSED:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise RecordError(f"record at {pos}: compressed body does not inflate: {exc}") from exc
     return MessageExt(
         topic=info.topic,
         body=body,

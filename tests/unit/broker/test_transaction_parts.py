@@ -21,7 +21,13 @@ from pocketmq.errors import RequestError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message
+from pocketmq.protocol.message import (
+    MessageConst,
+    MessageExt,
+    SysFlag,
+    decode_message,
+    delay_property,
+)
 from pocketmq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from pocketmq.protocol.remoting import RemotingCommand
 
@@ -130,10 +136,12 @@ def test_immunity_is_never_below_the_timeout(value: str | None, expected: int | 
 
 
 def test_timed_halves() -> None:
-    assert tx.timed_property(producer_message()) is None
-    assert tx.timed_property(producer_message(**{MessageConst.DELAY_TIME_LEVEL: "0"})) is None
+    assert delay_property(producer_message().properties) is None
+    assert (
+        delay_property(producer_message(**{MessageConst.DELAY_TIME_LEVEL: "0"}).properties) is None
+    )
     for name in (MessageConst.DELAY_TIME_LEVEL, MessageConst.TIMER_DELAY_SEC):
-        assert tx.timed_property(producer_message(**{name: "3"})) == name
+        assert delay_property(producer_message(**{name: "3"}).properties) == name
 
 
 class Noting:

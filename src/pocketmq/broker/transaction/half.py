@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pocketmq.protocol.message import TIMER_PROPERTIES, Host, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -42,7 +42,6 @@ _HALF_ONLY = (
     MessageConst.REAL_QUEUE_ID,
     MessageConst.TRANSACTION_PREPARED,
 )
-_TIMED = (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES)
 
 
 def with_transaction_type(sys_flag: int, kind: int) -> int:
@@ -86,17 +85,6 @@ def _delay_level(msg: MessageExt) -> int:
         return int(msg.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
     except ValueError:
         return 0
-
-
-def timed_property(msg: MessageExt) -> str | None:
-    """The delay or timer property a message carries, if any (a half may carry none: RocketMQ's
-    producers drop the delay level of a transactional send, and its broker would park such a
-    half in the schedule topic, losing its real topic)."""
-    for name in _TIMED:
-        value = msg.properties.get(name)
-        if value and not (name == MessageConst.DELAY_TIME_LEVEL and _delay_level(msg) <= 0):
-            return name
-    return None
 
 
 def half_of(msg: MessageExt) -> MessageExt:

@@ -50,7 +50,13 @@ from pocketmq.broker.transaction.producers import CheckRequest, ProducerRegistry
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message
+from pocketmq.protocol.message import (
+    MessageConst,
+    MessageExt,
+    SysFlag,
+    decode_message,
+    delay_property,
+)
 from pocketmq.protocol.names import (
     PERM_READ_WRITE,
     TRANS_CHECK_MAX_TIME_TOPIC,
@@ -240,7 +246,7 @@ class TransactionService:
                 ResponseCode.MESSAGE_ILLEGAL,
                 "a transactional message must carry its producer group in property PGROUP",
             )
-        timed = tx.timed_property(msg)
+        timed = delay_property(msg.properties)
         if timed is not None:
             raise RequestError(
                 ResponseCode.MESSAGE_ILLEGAL,
