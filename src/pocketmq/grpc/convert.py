@@ -64,6 +64,8 @@ RESPONSE_CODES: dict[int, pb.Code] = {
     ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+    # A transaction's conflicting end: the client's mistake, not the server's.
+    ResponseCode.ILLEGAL_OPERATION: pb.BAD_REQUEST,
 }
 
 # A request field refused by protocol.fields -> the v2 code the proxy's validators answer.

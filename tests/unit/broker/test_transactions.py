@@ -78,9 +78,8 @@ async def test_a_rollback_is_never_visible(broker: Broker) -> None:
 
 @pytest.mark.parametrize(
     ("first", "second", "outcome"),
-    [(COMMIT, COMMIT, "committed"), (ROLLBACK, COMMIT, "rolled back"),
-     (COMMIT, ROLLBACK, "committed"), (ROLLBACK, ROLLBACK, "rolled back")],
-)  # fmt: skip
+    [(ROLLBACK, COMMIT, "rolled back"), (COMMIT, ROLLBACK, "committed")],
+)
 async def test_a_transaction_resolves_once(
     broker: Broker, first: int, second: int, outcome: str
 ) -> None:
@@ -91,6 +90,15 @@ async def test_a_transaction_resolves_once(
     assert refused.value.code == ResponseCode.ILLEGAL_OPERATION
     assert f"already {outcome}" in refused.value.remark
     assert len(broker.visible()) == (1 if first == COMMIT else 0)
+    assert len(broker.queue(TRANS_OP_HALF_TOPIC)) == 1
+
+
+@pytest.mark.parametrize("resolution", [COMMIT, ROLLBACK])
+async def test_the_same_end_twice_is_done_once(broker: Broker, resolution: int) -> None:
+    result = await broker.send_half("U1")
+    await broker.end(result, resolution)
+    await broker.end(result, resolution)
+    assert len(broker.visible()) == (1 if resolution == COMMIT else 0)
     assert len(broker.queue(TRANS_OP_HALF_TOPIC)) == 1
 
 
@@ -160,10 +168,12 @@ async def test_a_half_is_checked_only_after_the_timeout(broker: Broker) -> None:
     assert [m.uniq_key for m in broker.visible()] == ["U1"]
     # The op resolves the copy answered and the first half.
     assert broker.queue(TRANS_OP_HALF_TOPIC)[0].body == b"1,0,"
-    # The producer's own end comes late, naming the first half: refused, no second message.
-    with pytest.raises(RequestError):
-        await broker.end(result, COMMIT)
+    # The producer's own commit comes late, naming the first half: done already, no second
+    # message; its rollback would be refused.
+    await broker.end(result, COMMIT)
     assert len(broker.visible()) == 1
+    with pytest.raises(RequestError):
+        await broker.end(result, ROLLBACK)
 
 
 async def test_the_immunity_time_defers_the_first_check(broker: Broker) -> None:

@@ -9,7 +9,8 @@ and TransactionalMessageCheckService), under both protocol edges.
   goes in last), so a killed broker never keeps a commit without its op; only a page torn by
   a power cut could, and then the half is checked again. A transaction already resolved, by
   either end or by the check giving up, is refused: a commit after a rollback (or the
-  reverse) is never applied, and a second commit never puts the message twice. Nothing awaits
+  reverse) is never applied, and a second commit never puts the message twice (it is answered
+  as done while the broker still knows how the transaction ended). Nothing awaits
   between the lookup of the transaction and the append, so two ends of one half are
   serialized by the event loop.
 - ``check_round`` (every ``transactionCheckInterval``) asks a live producer of the half's
@@ -294,7 +295,13 @@ class TransactionService:
         current = self.open.get(first)
         verb = "commit" if end.resolution == COMMIT else "rollback"
         if current is None:
-            outcome = _OUTCOME.get(self._outcomes.get(first, UNKNOWN), "resolved")
+            resolved_as = self._outcomes.get(first, UNKNOWN)
+            if resolved_as == end.resolution:
+                # The same answer twice (a producer's own end racing its check-back, a
+                # retried send): nothing more to do, and nothing for the producer to fix.
+                log.info("%s of message %s: already done", verb, end.msg_id)
+                return
+            outcome = _OUTCOME.get(resolved_as, "resolved")
             log.warning("%s of message %s (half at commitLogOffset %d) refused: its "
                         "transaction is already %s", verb, end.msg_id, end.commit_log_offset,
                         outcome)  # fmt: skip
