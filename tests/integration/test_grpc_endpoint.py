@@ -129,7 +129,7 @@ async def test_route_after_a_send_names_this_endpoint(
     assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
     for q in route.message_queues:
         assert q.permission == pb.READ_WRITE
-        assert set(q.accept_message_types) == {pb.NORMAL, pb.FIFO, pb.DELAY}
+        assert set(q.accept_message_types) == {pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION}
         address = q.broker.endpoints.addresses[0]
         assert f"{address.host}:{address.port}" == server
 
@@ -141,7 +141,10 @@ async def test_refused_sends_get_their_status(channel: grpc.aio.Channel) -> None
         (message(message_id=""), pb.ILLEGAL_MESSAGE_ID),
         (message(message_type=pb.FIFO), pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message(message_group="g"), pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
-        (message(message_type=pb.TRANSACTION), pb.NOT_IMPLEMENTED),
+        (
+            message(message_type=pb.TRANSACTION, message_group="g"),
+            pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        ),
         (message(tag="a||b"), pb.ILLEGAL_MESSAGE_TAG),
         (message(keys=["k\x01"]), pb.ILLEGAL_MESSAGE_KEY),
     ]
@@ -208,13 +211,10 @@ async def test_consumption_rpcs_refuse_bad_requests(channel: grpc.aio.Channel) -
         (stub.AckMessage, svc.AckMessageRequest()),
         (stub.ChangeInvisibleDuration, svc.ChangeInvisibleDurationRequest()),
         (stub.ForwardMessageToDeadLetterQueue, svc.ForwardMessageToDeadLetterQueueRequest()),
+        (stub.EndTransaction, svc.EndTransactionRequest()),
     ):
         response = await call(request, metadata=META, timeout=TIMEOUT_S)
         assert response.status.code == pb.ILLEGAL_TOPIC
-    transaction = await stub.EndTransaction(
-        svc.EndTransactionRequest(), metadata=META, timeout=TIMEOUT_S
-    )
-    assert transaction.status.code == pb.NOT_IMPLEMENTED
 
     assert (await send(stub, message())).status.code == pb.OK  # the topic exists
     topic = pb.Resource(name="GrpcTopic")

@@ -10,8 +10,12 @@ carries the command's ``seq``. A push consumer's listener also prints one line p
 ``"event": "consume"`` and no ``seq``. Times are ``time.time()`` seconds.
 
 Commands (``op``):
-  producer  {topics}                          start a Producer
-  send      {messages: [{topic, body, tag?, keys?, props?, group?}]} -> {ids}
+  producer  {topics, check?}                  start a Producer; with ``check`` (COMMIT or
+                                              ROLLBACK) a transactional one whose checker
+                                              answers that and prints ``"event": "check"``
+  send      {messages: [{topic, body, tag?, keys?, props?, group?, transaction?}]} -> {ids,
+                                              transaction_ids}; ``transaction`` sends a half
+                                              and then COMMITs, ROLLBACKs or leaves it OPEN
   simple    {group, topic, expr, await_s, sql?} start a SimpleConsumer (``sql``: a SQL92
                                               filter expression, else a tag expression)
   receive   {max_num, invisible_s}            -> {sent_at, at, messages} or {error, code}
@@ -46,8 +50,9 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
 )
-from rocketmq.grpc_protocol import Code, FilterType
+from rocketmq.grpc_protocol import Code, FilterType, TransactionResolution
 
 _out_lock = threading.Lock()
 
@@ -111,6 +116,17 @@ class Listener(MessageListener):
         return result
 
 
+class Checker(TransactionChecker):
+    """Answers every check-back with one resolution and prints it."""
+
+    def __init__(self, resolution: str) -> None:
+        self.resolution = resolution
+
+    def check(self, message: Message) -> int:
+        emit({"event": "check", "at": time.time(), "message": describe(message)})
+        return int(TransactionResolution.Value(self.resolution))
+
+
 class Session:
     def __init__(self, endpoint: str) -> None:
         self.config = ClientConfiguration(endpoint, Credentials())
@@ -119,14 +135,15 @@ class Session:
         self.push: PushConsumer | None = None
         self.received: dict[str, Message] = {}  # message id -> the last copy received
 
-    def op_producer(self, topics: list[str]) -> dict[str, Any]:
-        self.producer = Producer(self.config, tuple(topics))
+    def op_producer(self, topics: list[str], check: str | None = None) -> dict[str, Any]:
+        checker = None if check is None else Checker(check)
+        self.producer = Producer(self.config, tuple(topics), checker=checker)
         self.producer.startup()
         return {}
 
     def op_send(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.producer is not None, "no producer"
-        ids = []
+        ids, transaction_ids = [], []
         for spec in messages:
             msg = Message()
             msg.topic = spec["topic"]
@@ -139,8 +156,19 @@ class Session:
                 msg.add_property(name, value)
             if spec.get("group"):
                 msg.message_group = spec["group"]
-            ids.append(self.producer.send(msg).message_id)
-        return {"ids": ids, "at": time.time()}
+            end = spec.get("transaction")
+            if end is None:
+                receipt = self.producer.send(msg)
+            else:
+                transaction = self.producer.begin_transaction()
+                receipt = self.producer.send(msg, transaction=transaction)
+                if end == "COMMIT":
+                    transaction.commit()
+                elif end == "ROLLBACK":
+                    transaction.rollback()
+            ids.append(receipt.message_id)
+            transaction_ids.append(receipt.transaction_id)
+        return {"ids": ids, "transaction_ids": transaction_ids, "at": time.time()}
 
     def op_simple(
         self, group: str, topic: str, expr: str, await_s: int, sql: bool = False

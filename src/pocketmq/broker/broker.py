@@ -1,9 +1,10 @@
 """Broker: the store, the remoting server and the background duties (BrokerController).
 
 Start order: bind the listening socket (so the real port is known), open the store with that
-address as its store host, load topics and offsets, register the handlers, then accept
-connections and register with every NameServer, again every 30 s and at once after a topic
-changes. Stop order is the reverse; the store is closed last, cleanly.
+address as its store host, load topics and offsets, then what is built on them (delay levels,
+timers, POP, open transactions), register the handlers, then accept connections and register
+with every NameServer, again every 30 s and at once after a topic changes. Stop order is the
+reverse; the store is closed last, cleanly.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.broker.transaction import ProducerRegistry, RemotingChecker, TransactionService
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import Dispatcher, RemotingClient, RemotingServer
+from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
 from pocketmq.store import MessageStore
 from pocketmq.store.layout import CONFIG_DIR
 from pocketmq.tasks import cancel_and_wait
@@ -51,7 +53,9 @@ class Broker:
         self.timer: TimerMessageService
         self.pop: PopService
         self.messaging: MessagingService
+        self.transactions: TransactionService
         self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
+        self.producers = ProducerRegistry(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
         self.locks = RebalanceLockManager(clock=clock)
         self.dispatcher = Dispatcher()
@@ -116,17 +120,22 @@ class Broker:
             clock=self.clock,
         )
         self.pop.load()
+        self.transactions = TransactionService(
+            self.store, self.offsets, self.topics, self.producers, self.config, clock=self.clock
+        )
+        self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
         register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
-        self.server.on_channel_closed = self.consumers.on_channel_closed
+        self.server.on_channel_closed = self._on_channel_closed
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
         self._tasks.append(asyncio.create_task(self._register_loop()))
         await self.schedule.start()
         await self.timer.start()
         await self.pop.start()
+        await self.transactions.start()
         self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
         self._every(self.config.flush_delay_offset_interval, self.timer.persist)
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
@@ -161,6 +170,11 @@ class Broker:
 
     def _scan_consumers(self) -> None:
         self.consumers.scan_expired()
+        self.producers.scan_expired()
+
+    def _on_channel_closed(self, channel: RemotingChannel) -> None:
+        self.consumers.on_channel_closed(channel)
+        self.producers.unregister_checker(RemotingChecker(channel, self.config.broker_name))
 
     # ------------------------------------------------------------------ NameServer
 
@@ -224,6 +238,7 @@ class Broker:
     # ------------------------------------------------------------------ stop
 
     async def stop(self) -> None:
+        await self.transactions.stop()
         await self.schedule.stop()
         await self.timer.stop()
         await self.pop.stop()

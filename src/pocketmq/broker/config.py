@@ -29,8 +29,20 @@ class BrokerConfig:
     # Create unknown subscription groups on first use.
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 4
+    # Whether a topic may be created with message.type=MIXED (RocketMQ 5 refuses it by default;
+    # a pocketmq topic without message.type accepts every type anyway).
+    enable_mixed_message_type: bool = False
+    # Whether a 5.x send's message type must be one its topic's message.type accepts (the
+    # proxy's check, on by default).
+    enable_topic_message_type_check: bool = True
     # Permissions of the broker as a whole: 6 = read + write.
     broker_permission: int = 6
+    # Stamped on every stored message (MSG_REGION, TRACE_ON) and told to producers in each
+    # send response, as RocketMQ's send processor does; trace hooks of clients read them.
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # Replies are pushed to their requester; this also keeps them in the reply topic.
+    store_reply_message_enable: bool = True
     register_name_server_period: int = 30_000
     # Consumer offsets are persisted this often (ms).
     flush_consumer_offset_interval: int = 5_000
@@ -53,6 +65,14 @@ class BrokerConfig:
     min_invisible_time_mills_for_recv: int = 10_000
     max_invisible_time_mills: int = 12 * 3600 * 1000
     renew_ahead_time_millis: int = 10_000
+    # Transactions (RocketMQ 5's names and defaults): a half message is first checked with its
+    # producer this long after it was born (ms), unless its CHECK_IMMUNITY_TIME_IN_SECONDS
+    # says later; the check runs this often (ms); a half checked this many times without an
+    # answer is rolled back. rejectTransactionMessage refuses half messages (NO_PERMISSION).
+    transaction_time_out: int = 6_000
+    transaction_check_interval: int = 30_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -69,6 +89,12 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.transaction_time_out < 0:
+            raise ConfigError("transaction_time_out must be >= 0")
+        if self.transaction_check_interval <= 0:
+            raise ConfigError("transaction_check_interval must be positive")
+        if self.transaction_check_max <= 0:
+            raise ConfigError("transaction_check_max must be positive")
 
     @property
     def broker_addr(self) -> str:

@@ -5,7 +5,8 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
   topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
-  parking, then the store.
+  parking, the properties the broker stamps on every message (cluster, region, trace
+  switch), then the store; transactional half messages to ``broker/transaction``.
 - Pull: group, queue and subscription checks, then the one long-polling loop, released when
   the request's connection closes. A pull filters with the subscription it carries, or with
   the one its group's heartbeats registered (``filtering`` compiles both).
@@ -31,10 +32,11 @@ from pocketmq.broker.filtering import FilterNotSupported, Subscription, compile_
 from pocketmq.broker.status_map import pull_code
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
+from pocketmq.broker.transaction import half as tx
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     FIRST_RETRY_DELAY_LEVEL,
@@ -198,11 +200,18 @@ class MessagingService:
         (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
         and delay-level messages are parked in their system topics, then the store appends it.
 
+        A transactional half message (PREPARED) goes to the transaction service instead,
+        invisible until its producer commits it.
+
         Raises:
-            RequestError: a transactional half message (not served yet), an unknown retry
-                group, or a bad timer or delay property.
+            RequestError: an unknown retry group, a bad timer or delay property, or a half
+                the transaction service refuses.
         """
-        self._refuse_half(msg)
+        # A half carries the stamps too: its commit re-puts it as it was sent.
+        self.stamp(msg)
+        if tx.is_half(msg):
+            return await self.broker.transactions.prepare(msg)
+        tx.make_visible(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
             sub = self.group(group)
@@ -219,21 +228,40 @@ class MessagingService:
         """Store a batch as one append (no delays in a batch: the edge refuses them).
 
         Raises:
-            RequestError: a transactional half message (not served yet).
+            RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
+                RocketMQ's CommitLog refuses a batch with a transaction type.
         """
+        if not all(tx.is_plain(msg) for msg in msgs):
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "transactional messages cannot be sent in a batch: send each on its own",
+            )
         for msg in msgs:
-            self._refuse_half(msg)
+            self.stamp(msg)
         return await self.store.put_messages(msgs)
 
-    def _refuse_half(self, msg: MessageExt) -> None:
-        """A transactional half message would be stored as a normal one and never committed
-        or checked: refuse it, as RocketMQ's rejectTransactionMessage does."""
-        if SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_PREPARED_TYPE:
-            raise RequestError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] sending transaction message is "
-                "forbidden: pocketmq does not serve transactions yet",
-            )
+    @property
+    def region_properties(self) -> dict[str, str]:
+        """The broker's region and trace switch, as a send answer and a stored message carry
+        them."""
+        return {
+            MessageConst.MSG_REGION: self.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
+        }
+
+    def stamp(self, msg: MessageExt) -> None:
+        """The properties RocketMQ's send processor puts on every message a producer sends:
+        the broker's cluster (which a request-reply consumer needs to build its reply), its
+        region and trace switch (5.x stamps these on each message, 4.x only in the answer)."""
+        msg.properties[MessageConst.CLUSTER] = self.config.broker_cluster_name
+        msg.properties.update(self.region_properties)
+
+    async def store_reply(self, msg: MessageExt) -> PutResult | None:
+        """Keep a reply message (already pushed to its requester, or not) in the reply topic
+        as it was sent, when storeReplyMessageEnable; None when it is not kept."""
+        if not self.config.store_reply_message_enable:
+            return None
+        return await self.store.put_messages([msg])
 
     # ------------------------------------------------------------------ retry and DLQ
 
@@ -472,6 +500,38 @@ class MessagingService:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    def reset_offsets(
+        self, group: str, topic: str, timestamp_ms: int, force: bool
+    ) -> dict[int, int]:
+        """Where each queue of a topic moves a group to (Broker2Client.resetOffset): the first
+        message stored at or after ``timestamp_ms`` (-1: the queue's end), but never forward
+        past the group's offset unless ``force``. Nothing is committed here.
+
+        Raises:
+            RequestError: TOPIC_NOT_EXIST; SYSTEM_ERROR when the group has no offset in a
+                queue of the topic (RocketMQ's "consumer group not exist").
+        """
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
+            )
+        table: dict[int, int] = {}
+        for queue_id in range(cfg.write_queue_nums):
+            current = self.offsets.query(group, topic, queue_id)
+            if current == -1:
+                raise RequestError(
+                    ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist"
+                )
+            if timestamp_ms == -1:
+                target = self.max_offset(topic, queue_id)
+            else:
+                target = self.offset_by_time(topic, queue_id, timestamp_ms)
+            target = max(target, 0)
+            table[queue_id] = target if force or target < current else current
+        return table
 
     # ------------------------------------------------------------------ groups and locks
 

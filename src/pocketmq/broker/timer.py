@@ -30,7 +30,7 @@ from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError, RequestError
 from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.message import TIMER_PROPERTIES, MessageConst, MessageExt
 from pocketmq.protocol.names import TIMER_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.store.consume_queue import ConsumeQueue
@@ -39,12 +39,6 @@ from pocketmq.tasks import cancel_and_wait, run_when_due
 log = logging.getLogger(__name__)
 
 BUCKET_MS = 1000
-_TIMER_INPUTS = (
-    MessageConst.TIMER_DELIVER_MS,
-    MessageConst.TIMER_DELAY_SEC,
-    MessageConst.TIMER_DELAY_MS,
-    MessageConst.START_DELIVER_TIME,
-)
 
 
 def deliver_time_ms(msg: MessageExt, now_ms: int) -> int | None:
@@ -99,7 +93,7 @@ class TimerMessageService:
         Raises:
             RequestError: a bad timer property, or a delay beyond timerMaxDelaySec.
         """
-        if not any(name in msg.properties for name in _TIMER_INPUTS):
+        if not any(name in msg.properties for name in TIMER_PROPERTIES):
             return  # the common case, on every send: no clock read
         now = self.clock.now_ms()
         due = deliver_time_ms(msg, now)
@@ -111,7 +105,7 @@ class TimerMessageService:
                 f"timer message delay {due - now} ms exceeds timerMaxDelaySec "
                 f"({self.max_delay_ms // 1000} s)",
             )
-        for name in _TIMER_INPUTS:
+        for name in TIMER_PROPERTIES:
             msg.properties.pop(name, None)
         if due <= now:
             return

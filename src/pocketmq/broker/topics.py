@@ -8,7 +8,7 @@ enabled, as RocketMQ's autoCreateTopicEnable does. Topic names and their validat
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from pocketmq.protocol.names import (
     PERM_INHERIT,
     PERM_READ_WRITE,
     SCHEDULE_TOPIC,
+    reply_topic,
 )
 
 T = TypeVar("T")
@@ -48,6 +49,8 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes (``protocol.topic_attributes``): message.type and others.
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class TopicConfig:
             "topicFilterType": self.topic_filter_type,
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
+            "attributes": dict(self.attributes),
         }
 
     @classmethod
@@ -70,6 +74,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(data.get("topicSysFlag", 0)),
             order=bool(data.get("order", False)),
+            attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
         )
 
 
@@ -86,6 +91,8 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(cluster, 16, 16, PERM_READ_WRITE | PERM_INHERIT),
             TopicConfig(broker_name, 1, 1, PERM_READ_WRITE | PERM_INHERIT),
+            # Where request-reply consumers send their replies (TopicConfigManager).
+            TopicConfig(reply_topic(cluster), 1, 1),
         ]
         if auto_create:
             self._system.append(

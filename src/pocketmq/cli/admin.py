@@ -165,6 +165,12 @@ def cluster_list(namesrv: str) -> None:
 )
 @click.option("-c", "--cluster", default=None, help="Only the masters of this cluster.")
 @click.option("-o", "--order", is_flag=True, help="An ordered topic.")
+@click.option(
+    "-a",
+    "--attributes",
+    default="",
+    help="Attribute changes, as mqadmin's: +message.type=TRANSACTION,-key.",
+)
 @click.pass_obj
 def update_topic(
     namesrv: str,
@@ -174,6 +180,7 @@ def update_topic(
     perm: int,
     cluster: str | None,
     order: bool,
+    attributes: str,
 ) -> None:
     """Create or update a topic on every master broker (of a cluster)."""
 
@@ -193,6 +200,7 @@ def update_topic(
                     "topicFilterType": "SINGLE_TAG",
                     "topicSysFlag": 0,
                     "order": order,
+                    **({"attributes": attributes} if attributes else {}),
                 },
             )
         return masters

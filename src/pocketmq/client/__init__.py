@@ -9,6 +9,7 @@ from pocketmq.client.blocking import (
     BlockingLitePullConsumer,
     BlockingProducer,
     BlockingPushConsumer,
+    BlockingTransactionProducer,
 )
 from pocketmq.client.consumer_config import ConsumeFromWhere, MessageModel
 from pocketmq.client.lite_pull import LitePullConsumer
@@ -23,18 +24,27 @@ from pocketmq.client.producer import (
 )
 from pocketmq.client.pull import MessageSelector
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
+from pocketmq.client.request_reply import reply_message
 from pocketmq.client.route import MessageQueue
+from pocketmq.client.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from pocketmq.protocol.message import MessageExt
 
 __all__ = [
     "BlockingLitePullConsumer",
     "BlockingProducer",
     "BlockingPushConsumer",
+    "BlockingTransactionProducer",
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "ConsumeResult",
     "LitePullConsumer",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -44,8 +54,12 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_averagely",
     "allocate_by_circle",
     "message",
+    "reply_message",
     "select_by_hash",
 ]

@@ -19,6 +19,11 @@ from pocketmq.client.pull import MessageSelector
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
 from pocketmq.client.rebalance import RebalancingConsumer
 from pocketmq.client.route import MessageQueue
+from pocketmq.client.transaction import (
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from pocketmq.protocol.message import MessageExt
 
 T = TypeVar("T")
@@ -137,6 +142,43 @@ class BlockingProducer(_Blocking[Producer]):
 
     def send_batch(self, messages: Sequence[Message]) -> SendResult:
         return self._loop.run(self.producer.send_batch(messages))
+
+    def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send a request and wait for its reply; see Producer.request."""
+        return self._loop.run(self.producer.request(msg, timeout_ms))
+
+    def reply(
+        self, request: MessageExt, body: bytes | str, properties: dict[str, str] | None = None
+    ) -> SendResult:
+        """Answer a request message (from a consume thread too); see Producer.reply."""
+        return self._loop.run(self.producer.reply(request, body, properties))
+
+
+class BlockingTransactionProducer(BlockingProducer):
+    """A TransactionProducer; the listener's plain methods run on worker threads, its
+    ``async def`` ones on the client's loop thread."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str],
+        *,
+        listener: TransactionListener | None = None,
+        **options: Any,
+    ) -> None:
+        _Blocking.__init__(
+            self,
+            f"tx-producer-{group}",
+            lambda: TransactionProducer(group, namesrv_addr, listener=listener, **options),
+        )
+
+    @property
+    def transaction_producer(self) -> TransactionProducer:
+        assert isinstance(self._client, TransactionProducer)
+        return self._client
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        return self._loop.run(self.transaction_producer.send_message_in_transaction(msg, arg))
 
 
 class _BlockingConsumer(_Blocking[K]):

@@ -3,7 +3,8 @@
 It owns the connections, the NameServer list and the topic routes, refreshes routes every
 ``poll_name_server_interval_s`` (30 s), heartbeats every broker every ``heartbeat_interval_s``
 (30 s) with the groups of its producers and consumers, and answers the requests brokers send to
-clients. Requests that reach a broker go through ``invoke``, which turns error codes into
+clients (a transaction check goes to the transactional producer of the half's group, which
+answers it later). Requests that reach a broker go through ``invoke``, which turns error codes into
 BrokerError and connection failures into ConnectionError/TimeoutError.
 
 Its ``clock`` is the client's one clock: its members read it for everything they stamp, schedule
@@ -21,16 +22,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from pocketmq.client import ids
+from pocketmq.client.request_reply import ReplyWaiters
 from pocketmq.client.route import MASTER_ID, TopicRoute
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient
 from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+
+# (channel the broker asked on, the CHECK_TRANSACTION_STATE request, its decoded half message)
+TransactionChecker = Callable[[RemotingChannel, RemotingCommand, MessageExt], None]
 
 
 class ClientMember(Protocol):
@@ -78,7 +85,15 @@ class ClientInstance:
         self.members: list[ClientMember] = []
         # Consumer group -> what to call when a broker says the group's members changed.
         self.rebalance_hooks: dict[str, Callable[[], None]] = {}
+        # Producer group -> its transactional producer's answer to a broker's check-back.
+        self.transaction_checkers: dict[str, TransactionChecker] = {}
         self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        # Requests of this client's producers waiting for their replies.
+        self.replies = ReplyWaiters(clock)
+        self.dispatcher.register(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push_reply
+        )
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -114,6 +129,28 @@ class ClientInstance:
         if hook is not None:
             hook()
 
+    def _on_check_transaction(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (one-way, ClientRemotingProcessor.checkTransactionState):
+        hand the half message to the producer of its PGROUP here, which answers later with a
+        one-way END_TRANSACTION. A check nobody here can answer is logged and left: the broker
+        asks again at its next check."""
+        try:
+            msg = decode_message(cmd.body, inflate_body=True)
+        except ProtocolError as exc:
+            log.warning("CHECK_TRANSACTION_STATE from %s: bad message body: %s", channel.peer, exc)
+            return
+        group = msg.properties.get(MessageConst.PRODUCER_GROUP, "")
+        checker = self.transaction_checkers.get(group)
+        if checker is None:
+            log.warning(
+                "CHECK_TRANSACTION_STATE from %s for producer group %r: no transactional "
+                "producer of that group here",
+                channel.peer,
+                group,
+            )
+            return
+        checker(channel, cmd, msg)
+
     # ------------------------------------------------------------------ requests
 
     async def invoke(
@@ -139,9 +176,17 @@ class ClientInstance:
         return resp
 
     async def invoke_oneway(
-        self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
+        self,
+        addr: str,
+        code: int,
+        fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        remark: str | None = None,
     ) -> None:
-        await self.remoting.invoke_oneway(addr, RemotingCommand.request(code, fields, body))
+        cmd = RemotingCommand.request(code, fields, body)
+        cmd.remark = remark
+        await self.remoting.invoke_oneway(addr, cmd)
 
     async def namesrv_invoke(self, code: int, fields: dict[str, Any]) -> RemotingCommand:
         """Ask the current NameServer; on a connection failure, the next ones in turn."""

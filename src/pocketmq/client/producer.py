@@ -9,25 +9,29 @@ the route of ``TBW102`` so that a broker with autoCreateTopicEnable creates them
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import new_message_id
 from pocketmq.client.instance import ClientInstance, new_client_instance
+from pocketmq.client.request_reply import is_reply, prepare_request, reply_message
 from pocketmq.client.route import MessageQueue, TopicRoute
-from pocketmq.errors import BrokerError, ClientError
+from pocketmq.errors import BrokerError, ClientError, RequestTimeoutError
 from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
 from pocketmq.protocol.message import (
     MessageConst,
+    MessageExt,
     SysFlag,
+    delay_property,
     encode_properties,
     java_string_hash,
 )
@@ -65,6 +69,11 @@ def message(
     if keys:
         props[MessageConst.KEYS] = keys if isinstance(keys, str) else " ".join(keys)
     return Message(topic, body.encode() if isinstance(body, str) else body, flag, props)
+
+
+def is_half(msg: Message) -> bool:
+    """A transaction's half message (TRAN_MSG=true): sent with the PREPARED sys flag."""
+    return msg.properties.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true"
 
 
 class SendStatus(enum.Enum):
@@ -152,6 +161,8 @@ class Producer:
         self.instance = instance or new_client_instance(namesrv_addr, instance_name)
         self.selector = QueueSelector(send_latency_fault_enable, clock=self.instance.clock)
         self._publish: dict[str, TopicRoute] = {}
+        # Whether a request has heartbeated the brokers (so they can push replies here).
+        self._heartbeat_told = False
         self._started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -172,7 +183,7 @@ class Producer:
         if self._own_instance:
             await self.instance.close()
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -251,6 +262,9 @@ class Producer:
                 raise ClientError("The topic of the messages in one batch should be the same")
             if m.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 raise ClientError("TimeDelayLevel is not supported for batching")
+            if is_half(m):
+                # The broker stores a batch as normal messages: a half would be delivered.
+                raise ClientError("Transactional messages are not supported for batching")
             if is_retry_topic(topic):
                 raise ClientError("Retry Group is not supported for batching")
             if not m.body:
@@ -268,6 +282,54 @@ class Producer:
         assert result is not None
         return result
 
+    async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send a request message and wait for its reply (DefaultMQProducer.request): the
+        consumer that gets it answers with ``Producer.reply``. ``timeout_ms`` (the send
+        timeout when None) covers the send and the wait, and travels with the request as TTL.
+
+        Raises:
+            RequestTimeoutError: the request was sent, but no reply came within timeout_ms.
+            ClientError: the request could not be sent (its cause says why).
+        """
+        timeout = timeout_ms if timeout_ms is not None else self.send_timeout_ms
+        begin = time.monotonic()
+        correlation_id = prepare_request(msg, self.instance.client_id, timeout)
+        if msg.topic not in self.instance.routes or not self._heartbeat_told:
+            # The reply is pushed over the connection this client heartbeats on.
+            await self._publish_route(msg.topic)
+            await self.instance.send_heartbeat()
+            self._heartbeat_told = True
+        reply = self.instance.replies.expect(correlation_id)
+        try:
+            cost = (time.monotonic() - begin) * 1000
+            try:
+                await self.send_async(msg, timeout_ms=max(int(timeout - cost), 1))
+            except ClientError as exc:
+                raise ClientError(f"send request message to <{msg.topic}> fail: {exc}") from exc
+            remaining_s = (timeout - (time.monotonic() - begin) * 1000) / 1000
+            try:
+                async with asyncio.timeout(max(remaining_s, 0)):
+                    return await reply
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"send request message to <{msg.topic}> OK, but wait reply message "
+                    f"timeout, {timeout} ms."
+                ) from None
+        finally:
+            self.instance.replies.forget(correlation_id)
+
+    async def reply(
+        self, request: MessageExt, body: bytes | str, properties: dict[str, str] | None = None
+    ) -> SendResult:
+        """Answer a request message a consumer received: the reply goes to the reply topic of
+        the request's cluster, and its broker pushes it to the requester.
+
+        Raises:
+            ClientError: ``request`` is not a stored request message (no CLUSTER), or the
+                reply could not be sent (BrokerError: SYSTEM_ERROR when the requester is gone).
+        """
+        return await self.send(reply_message(request, body, properties))
+
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         return list((await self._publish_route(topic)).write_queues)
 
@@ -279,6 +341,11 @@ class Producer:
             raise ClientError("the message body length is zero")
         if len(msg.body) > self.max_message_size:
             raise ClientError(f"the message body size over max value, MAX: {self.max_message_size}")
+        delayed_by = delay_property(msg.properties) if is_half(msg) else None
+        if delayed_by is not None:
+            # Java's sendMessageInTransaction drops the DELAY level without a word; the
+            # application would never learn its delay was ignored.
+            raise ClientError(f"a transactional message cannot be delayed: it has {delayed_by}")
 
     async def _publish_route(self, topic: str) -> TopicRoute:
         """The route to send a topic with (tryToFindTopicPublishInfo).
@@ -412,7 +479,7 @@ class Producer:
             # A consumer re-sending a failed message: the counters travel in the header.
             reconsume_times = int(props.pop(MessageConst.RECONSUME_TIME, "0") or 0)
             max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
-        if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+        if is_half(msg):
             sys_flag |= SysFlag.TRANSACTION_PREPARED_TYPE
         # SendMessageRequestHeaderV2: the one-letter field names RocketMQ clients send.
         header: dict[str, Any] = {
@@ -431,9 +498,11 @@ class Producer:
         }
         if max_reconsume is not None:
             header["l"] = int(max_reconsume)
-        code = (
-            RequestCode.SEND_BATCH_MESSAGE if batch_ids is not None else RequestCode.SEND_MESSAGE_V2
-        )
+        code = RequestCode.SEND_MESSAGE_V2
+        if batch_ids is not None:
+            code = RequestCode.SEND_BATCH_MESSAGE
+        elif is_reply(msg):
+            code = RequestCode.SEND_REPLY_MESSAGE_V2
         if mode is CommunicationMode.ONEWAY:
             await self.instance.invoke_oneway(addr, code, header, body)
             return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +22,6 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     PullSysFlag,
-    SysFlag,
     decode_message,
     tags_code,
 )
@@ -144,16 +142,14 @@ def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
             size = struct.unpack_from(">i", body, pos)[0]
             if size <= 0 or pos + size > len(body):
                 raise ProtocolError(f"record at byte {pos} says {size} bytes")
-            msg = decode_message(view[pos : pos + size])
+            msg = decode_message(view[pos : pos + size], inflate_body=True)
             pos += size
-            if msg.sys_flag & SysFlag.COMPRESSED:
-                msg.body = zlib.decompress(msg.body)
             msg.msg_id = msg.uniq_key or msg.msg_id
             retry_topic = msg.properties.get(MessageConst.RETRY_TOPIC)
             if retry_topic and is_retry_topic(mq.topic):
                 msg.topic = retry_topic
             out.append(msg)
-    except (ProtocolError, zlib.error, struct.error) as exc:
+    except (ProtocolError, struct.error) as exc:
         raise ClientError(f"cannot decode messages pulled from {mq}: {exc}") from exc
     return out
 

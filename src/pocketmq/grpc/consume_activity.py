@@ -36,6 +36,7 @@ class ConsumeActivity(Activity):
             return svc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
         queue_ids = range(cfg.read_queue_nums) if policy.fifo else (-1,)
         broker = self._broker_pb()
+        accepts = convert.accept_message_types(cfg)
         return svc.QueryAssignmentResponse(
             status=status(),
             assignments=[
@@ -43,7 +44,7 @@ class ConsumeActivity(Activity):
                     message_queue=pb.MessageQueue(
                         topic=request.topic, id=queue_id,
                         permission=pb.READ_WRITE if is_writeable(cfg.perm) else pb.READ,
-                        broker=broker, accept_message_types=convert.ACCEPTED_MESSAGE_TYPES,
+                        broker=broker, accept_message_types=accepts,
                     )
                 )
                 for queue_id in queue_ids
@@ -203,5 +204,3 @@ class ConsumeActivity(Activity):
         except RequestError as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=self._consume_status(exc))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status())
-
-    # ------------------------------------------------------------------ not served yet

@@ -6,7 +6,12 @@
   service then honours), so 4.x consumers read what 5.x producers sent.
 - Remoting response codes map onto v2 ``Code`` values in one table, as RocketMQ's proxy does;
   a field refused by ``protocol.fields`` gets the v2 code of its kind (BAD_REQUEST by default).
-- Topic configs become ``MessageQueue`` lists for QueryRoute.
+- A TRANSACTION message becomes a half message: the PREPARED sys flag, ``TRAN_MSG`` and, as
+  for every 5.x send, the topic as its producer group (``PGROUP``): 5.x producers name no
+  group, so RocketMQ's proxy registers them, and finds them for check-backs, by topic.
+- A half's transaction id is its offset message id (see ``half_offset``).
+- Topic configs become ``MessageQueue`` lists for QueryRoute, each queue accepting the message
+  types its topic's ``message.type`` allows (``accept_message_types``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.broker.filtering import FilterNotSupported
 from pocketmq.broker.topics import TopicConfig
-from pocketmq.errors import RequestError
+from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import FieldError, FieldKind
@@ -32,6 +37,8 @@ from pocketmq.protocol.message import (
     PROPERTY_SEPARATOR,
     MessageConst,
     MessageExt,
+    SysFlag,
+    decode_offset_msg_id,
     java_string_hash,
 )
 from pocketmq.protocol.names import (
@@ -46,6 +53,7 @@ from pocketmq.protocol.names import (
     is_writeable,
     topic_error,
 )
+from pocketmq.protocol.topic_attributes import TopicMessageType, accepted_types, topic_message_type
 
 # RocketMQ proxy's ResponseBuilder: remoting outcome -> v2 status code.
 RESPONSE_CODES: dict[int, pb.Code] = {
@@ -59,6 +67,8 @@ RESPONSE_CODES: dict[int, pb.Code] = {
     ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+    # A transaction's conflicting end: the client's mistake, not the server's.
+    ResponseCode.ILLEGAL_OPERATION: pb.BAD_REQUEST,
 }
 
 # A request field refused by protocol.fields -> the v2 code the proxy's validators answer.
@@ -69,16 +79,23 @@ FIELD_CODES: dict[FieldKind, pb.Code] = {
     FieldKind.INVISIBLE_TIME: pb.ILLEGAL_INVISIBLE_TIME,
     FieldKind.BODY_SIZE: pb.MESSAGE_BODY_TOO_LARGE,
     FieldKind.BODY_EMPTY: pb.MESSAGE_BODY_EMPTY,
+    FieldKind.MESSAGE_TYPE: pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 }
 
 # A Timestamp's seconds above this cannot be seconds (it is the year 5138): the 5.1.2 Python
 # client writes epoch milliseconds into delivery_timestamp.seconds.
 _SECONDS_LIMIT = 10**11
 
-# Message types a topic accepts. Topics carry no message.type attribute yet, so every topic
-# is "mixed"; TRANSACTION is left out until EndTransaction is served, which makes the client
-# refuse a transactional send up front instead of our storing it as a normal message.
-ACCEPTED_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY)
+# Message types the endpoint serves; a topic may accept fewer (accept_message_types).
+ACCEPTED_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+_V2_TYPES: dict[TopicMessageType, pb.MessageType] = {
+    TopicMessageType.NORMAL: pb.NORMAL,
+    TopicMessageType.FIFO: pb.FIFO,
+    TopicMessageType.DELAY: pb.DELAY,
+    TopicMessageType.TRANSACTION: pb.TRANSACTION,
+}
+# The proxy's maxTransactionRecoverySecond: a half may ask not to be checked for at most 1 h.
+MAX_TRANSACTION_RECOVERY_S = 3600
 
 # Property names the broker sets itself; a user property may not overwrite them.
 RESERVED_PROPERTIES = frozenset(
@@ -175,6 +192,14 @@ def endpoints(host: str, port: int) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
 
 
+def accept_message_types(cfg: TopicConfig) -> list[pb.MessageType]:
+    """The message types a topic's queues accept, from its ``message.type`` attribute (every
+    type served without one); a topic of type UNSPECIFIED accepts none and says so with
+    MESSAGE_TYPE_UNSPECIFIED, as RocketMQ's route does."""
+    types = [_V2_TYPES[t] for t in accepted_types(topic_message_type(cfg.attributes))]
+    return types or [pb.MESSAGE_TYPE_UNSPECIFIED]
+
+
 def message_queues(
     cfg: TopicConfig, broker: pb.Broker, topic: pb.Resource
 ) -> list[pb.MessageQueue]:
@@ -184,6 +209,7 @@ def message_queues(
     writable = is_writeable(cfg.perm)
     reads = cfg.read_queue_nums if readable else 0
     writes = cfg.write_queue_nums if writable else 0
+    accepts = accept_message_types(cfg)
     queues = []
     for queue_id in range(max(reads, writes)):
         if queue_id < reads and queue_id < writes:
@@ -198,7 +224,7 @@ def message_queues(
                 id=queue_id,
                 permission=perm,
                 broker=broker,
-                accept_message_types=ACCEPTED_MESSAGE_TYPES,
+                accept_message_types=accepts,
             )
         )
     return queues
@@ -292,11 +318,20 @@ def _properties(msg: pb.Message) -> dict[str, str]:
                 raise GrpcRequestError(pb.ILLEGAL_MESSAGE_KEY, "a message key is blank")
             _check_property_text(key, pb.ILLEGAL_MESSAGE_KEY, "key")
         props[MessageConst.KEYS] = " ".join(sp.keys)
-    if not sp.message_id:
-        raise GrpcRequestError(pb.ILLEGAL_MESSAGE_ID, "message id is blank")
-    _check_property_text(sp.message_id, pb.ILLEGAL_MESSAGE_ID, "message id")
-    props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+    props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = check_message_id(sp.message_id)
     return props
+
+
+def check_message_id(message_id: str) -> str:
+    """A message id a client sends (its message's, or the one an EndTransaction names).
+
+    Raises:
+        GrpcRequestError: ILLEGAL_MESSAGE_ID for a blank id or a control character.
+    """
+    if not message_id:
+        raise GrpcRequestError(pb.ILLEGAL_MESSAGE_ID, "message id is blank")
+    _check_property_text(message_id, pb.ILLEGAL_MESSAGE_ID, "message id")
+    return message_id
 
 
 def _check_type(sp: pb.SystemProperties) -> None:
@@ -304,8 +339,6 @@ def _check_type(sp: pb.SystemProperties) -> None:
     has_group = sp.HasField("message_group")
     has_time = sp.HasField("delivery_timestamp")
     kind = sp.message_type
-    if kind == pb.TRANSACTION:
-        raise GrpcRequestError(pb.NOT_IMPLEMENTED, "transactional messages are not served yet")
     if kind not in ACCEPTED_MESSAGE_TYPES:
         name = enum_name(pb.MessageType, kind)
         raise GrpcRequestError(pb.UNSUPPORTED, f"message type {name} is not supported")
@@ -336,13 +369,98 @@ def to_message_ext(msg: pb.Message, limits: SendLimits, born_host: tuple[str, in
         props[MessageConst.SHARDING_KEY] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[MessageConst.TIMER_DELIVER_MS] = str(timestamp_ms(sp.delivery_timestamp))
+    topic = check_topic(msg.topic)
+    props[MessageConst.PRODUCER_GROUP] = topic
+    sys_flag = 0
+    if sp.message_type == pb.TRANSACTION:
+        sys_flag = SysFlag.TRANSACTION_PREPARED_TYPE
+        props[MessageConst.TRANSACTION_PREPARED] = "true"
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(
+                _recovery_s(sp.orphaned_transaction_recovery_duration)
+            )
     return MessageExt(
-        topic=check_topic(msg.topic),
+        topic=topic,
         body=_body(msg, limits),
         properties=props,
         born_timestamp=timestamp_ms(sp.born_timestamp),
         born_host=born_host,
+        sys_flag=sys_flag,
     )
+
+
+def _recovery_s(d: Duration) -> int:
+    seconds = d.seconds
+    if not 0 <= seconds <= MAX_TRANSACTION_RECOVERY_S:
+        raise GrpcRequestError(
+            pb.BAD_REQUEST,
+            f"orphaned_transaction_recovery_duration of {seconds} s is illegal: "
+            f"0..{MAX_TRANSACTION_RECOVERY_S} s",
+        )
+    return seconds
+
+
+# An EndTransaction's resolution -> the sys flag of RocketMQ's END_TRANSACTION. An unspecified
+# one is the proxy's TransactionStatus.UNKNOWN: no decision yet, the half waits for its check.
+_RESOLUTIONS: dict[int, int] = {
+    pb.COMMIT: SysFlag.TRANSACTION_COMMIT_TYPE,
+    pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK_TYPE,
+    pb.TRANSACTION_RESOLUTION_UNSPECIFIED: SysFlag.TRANSACTION_NOT_TYPE,
+}
+
+
+def resolution(value: int) -> int:
+    """The transaction sys flag of an EndTransaction's resolution.
+
+    Raises:
+        GrpcRequestError: BAD_REQUEST for a number no resolution stands for.
+    """
+    try:
+        return _RESOLUTIONS[value]
+    except KeyError:
+        raise GrpcRequestError(
+            pb.BAD_REQUEST, f"transaction resolution {value} is unknown"
+        ) from None
+
+
+def from_check(source: int) -> bool:
+    """Whether an EndTransaction answers a check-back (SOURCE_SERVER_CHECK); an unspecified
+    source is the producer's own, as the proxy reads it.
+
+    Raises:
+        GrpcRequestError: BAD_REQUEST for a number no source stands for.
+    """
+    if source not in pb.TransactionSource.values():
+        raise GrpcRequestError(pb.BAD_REQUEST, f"transaction source {source} is unknown")
+    return source == pb.SOURCE_SERVER_CHECK
+
+
+def half_offset(transaction_id: str) -> int:
+    """The CommitLog offset of the half message a transaction id stands for.
+
+    A half's transaction id is its offset message id (store host and CommitLog offset, as
+    ``create_offset_msg_id`` writes it), where RocketMQ's proxy answers the client's message id
+    and keeps the half's offsets in memory, keyed by it, until the EndTransaction comes (or
+    30 s pass). The offset in the id itself needs no such table: the transaction id of a half
+    sent before a broker restart, or of a check-back, still finds its half, and the broker's
+    transaction service checks that the record there is that half.
+
+    Raises:
+        GrpcRequestError: INVALID_TRANSACTION_ID for a blank id or one that is not ours.
+    """
+    if not transaction_id.strip():
+        raise GrpcRequestError(pb.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+    try:
+        _, phy_offset = decode_offset_msg_id(transaction_id)
+    except ProtocolError as exc:
+        raise GrpcRequestError(
+            pb.INVALID_TRANSACTION_ID, f"transaction id {transaction_id!r} is not one of ours"
+        ) from exc
+    if phy_offset < 0:
+        raise GrpcRequestError(
+            pb.INVALID_TRANSACTION_ID, f"transaction id {transaction_id!r} has a negative offset"
+        )
+    return phy_offset
 
 
 def queue_for(msg: MessageExt, write_queue_nums: int, spread: int) -> int:

@@ -2,37 +2,40 @@
 (RocketMQ's "local" proxy mode): requests go straight to the in-process broker.
 
 A thin edge, as the proxy's activities are: each RPC checks its request's fields, calls the
-broker's messaging service (or its POP service) and maps the outcome. Served here: QueryRoute,
-Heartbeat, Telemetry (settings exchange), SendMessage and NotifyClientTermination; the
+broker's messaging service (or its POP or transaction service) and maps the outcome. Served
+here: QueryRoute, Heartbeat, SendMessage (transactional half messages included; a send's type
+must be one its topic's ``message.type`` accepts), EndTransaction and NotifyClientTermination;
+Telemetry (settings, and the check-backs pushed to producers) in ``telemetry``, the
 consumption RPCs in ``consume_activity`` and the pull consumer's in ``pull_activity``.
-EndTransaction answers NOT_IMPLEMENTED
-in its response status until transactions exist. Outcomes, including refused requests, travel
-as v2 ``Status`` values inside responses, as RocketMQ's proxy sends them; an unexpected
-exception in a handler is logged and answered with INTERNAL_SERVER_ERROR, and never takes the
-server down.
+Outcomes, including refused requests, travel as v2 ``Status`` values inside responses, as
+RocketMQ's proxy sends them; an unexpected exception in a handler is logged and answered with
+INTERNAL_SERVER_ERROR, and never takes the server down.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import grpc
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES
+from pocketmq.broker.transaction.service import EndTransaction
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.activity import boundary
-from pocketmq.grpc.calls import ClientMeta, Context, RejectUndecodable, client_meta, peer_host
+from pocketmq.grpc.calls import Context, RejectUndecodable, client_meta, peer_host
 from pocketmq.grpc.consume_activity import ConsumeActivity
 from pocketmq.grpc.convert import status
 from pocketmq.grpc.pull_activity import PullActivity
-from pocketmq.grpc.settings import GroupPolicy, settings_reply
+from pocketmq.grpc.telemetry import TelemetryActivity
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2 import service_pb2_grpc
+from pocketmq.protocol.fields import check_message_type
 from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.names import is_dlq_topic, is_retry_topic
+from pocketmq.protocol.topic_attributes import message_type_of, topic_message_type
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -45,12 +48,10 @@ DEFAULT_GRPC_PORT = 8081
 MAX_INBOUND_MESSAGE_BYTES = 130 * 1024 * 1024
 
 
-def _not_implemented(what: str) -> pb.Status:
-    return status(pb.NOT_IMPLEMENTED, f"{what} is not implemented by pocketmq yet")
-
-
-class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.MessagingServiceServicer):
-    """Routes, clients, settings and sends here; consumption and pulls in their activities."""
+class MessagingService(
+    ConsumeActivity, PullActivity, TelemetryActivity, service_pb2_grpc.MessagingServiceServicer
+):
+    """Routes, clients, sends and transactions here; the rest in their activities."""
 
     @boundary(lambda s: svc.QueryRouteResponse(status=s))
     async def QueryRoute(
@@ -66,8 +67,10 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
     async def Heartbeat(
         self, request: svc.HeartbeatRequest, context: Context
     ) -> svc.HeartbeatResponse:
-        if not client_meta(context).client_id:
+        client_id = client_meta(context).client_id
+        if not client_id:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
+        self.renew_producer(client_id)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))
@@ -81,70 +84,8 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
             )
         log.debug("client %s terminated", meta.client_id)
         self.renewer.forget_client(meta.client_id)
+        self.broker.producers.unregister_all(meta.client_id)
         return svc.NotifyClientTerminationResponse(status=status())
-
-    async def Telemetry(
-        self,
-        request_iterator: AsyncIterator[svc.TelemetryCommand],
-        context: Context,
-    ) -> AsyncIterator[svc.TelemetryCommand]:
-        meta = client_meta(context)
-        if not meta.client_id:
-            yield svc.TelemetryCommand(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
-            # Ending the call now would fail the client's pending write with a transport
-            # error instead of this answer: let it finish writing first.
-            async for _ in request_iterator:
-                pass
-            return
-        self.renewer.connected(meta.client_id)
-        try:
-            async for command in request_iterator:
-                reply = self._telemetry_reply(meta, command)
-                if reply is not None:
-                    yield reply
-        finally:
-            self.renewer.disconnected(meta.client_id)
-
-    def _telemetry_reply(
-        self, meta: ClientMeta, command: svc.TelemetryCommand
-    ) -> svc.TelemetryCommand | None:
-        kind = command.WhichOneof("command")
-        if kind == "settings":
-            log.debug(
-                "settings of %s client %s (%s %s, namespace %r, request %s)",
-                convert.enum_name(pb.ClientType, command.settings.client_type), meta.client_id,
-                meta.language, meta.client_version, meta.namespace, meta.request_id,
-            )  # fmt: skip
-            return self._settings_command(command.settings)
-        if kind in ("thread_stack_trace", "verify_message_result"):
-            # Answers to server commands; the broker sends none of those yet.
-            log.debug("client %s sent an unsolicited %s", meta.client_id, kind)
-            return None
-        return svc.TelemetryCommand(
-            status=status(pb.BAD_REQUEST, f"unexpected telemetry command {kind}")
-        )
-
-    def _settings_command(self, client: pb.Settings) -> svc.TelemetryCommand:
-        try:
-            group: GroupPolicy | None = None
-            if client.client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
-                group = self._group_policy(convert.wrap(client.subscription.group))
-                self._check_filters(client.subscription)
-            elif client.client_type != pb.PRODUCER:
-                return svc.TelemetryCommand(
-                    status=status(
-                        pb.UNRECOGNIZED_CLIENT_TYPE,
-                        f"client type {convert.enum_name(pb.ClientType, client.client_type)}"
-                        " is not served",
-                    )
-                )
-            reply = settings_reply(client, max_body_size=self._limits.max_body_size, group=group)
-            return svc.TelemetryCommand(status=status(), settings=reply)
-        except RequestError as exc:
-            return svc.TelemetryCommand(status=convert.status_of_error(exc))
-        except Exception as exc:  # the stream's task boundary: answer, keep the stream open
-            log.exception("gRPC Telemetry settings failed")
-            return svc.TelemetryCommand(status=status(pb.INTERNAL_SERVER_ERROR, type(exc).__name__))
 
     # ------------------------------------------------------------------ send
 
@@ -170,6 +111,12 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
         try:
             msg = convert.to_message_ext(message, self._limits, born_host)
             cfg = self.messaging.topic_for_send(msg.topic)
+            if self.broker.config.enable_topic_message_type_check and not (
+                is_retry_topic(msg.topic) or is_dlq_topic(msg.topic)
+            ):
+                check_message_type(
+                    msg.topic, topic_message_type(cfg.attributes), message_type_of(msg.properties)
+                )
             msg.queue_id = convert.queue_for(msg, cfg.write_queue_nums, next(self._spread))
             msg.store_host = self.messaging.store_host
             result = await self.messaging.send(msg)
@@ -181,18 +128,36 @@ class MessagingService(ConsumeActivity, PullActivity, service_pb2_grpc.Messaging
                 status=convert.status_of_response_code(code, f"{remark} {result.detail}".strip()),
                 message_id=message_id,
             )
+        message_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+        half = message.system_properties.message_type == pb.TRANSACTION
         return svc.SendResultEntry(
             status=status(),
-            message_id=msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+            message_id=message_id,
+            # RocketMQ answers every send with a transaction id (the message id); a half's is
+            # its offset message id, which EndTransaction reads (convert.half_offset).
+            transaction_id=result.msg_id if half else message_id,
             offset=result.queue_offset,
         )
 
-    # ------------------------------------------------------------------ offsets
+    # ------------------------------------------------------------------ transactions
 
+    @boundary(lambda s: svc.EndTransactionResponse(status=s))
     async def EndTransaction(
         self, request: svc.EndTransactionRequest, context: Context
     ) -> svc.EndTransactionResponse:
-        return svc.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+        """Commit or roll back a half message (the producer's or a check-back's answer). The
+        producer group is the topic, as for the half (``convert.to_message_ext``); a resolution
+        left unspecified is RocketMQ's UNKNOWN: the half stays, to be checked back."""
+        end = EndTransaction(
+            producer_group=convert.check_topic(request.topic),
+            commit_log_offset=convert.half_offset(request.transaction_id),
+            queue_offset=None,
+            resolution=convert.resolution(request.resolution),
+            from_check=convert.from_check(request.source),
+            msg_id=convert.check_message_id(request.message_id),
+        )
+        await self.broker.transactions.end(end)
+        return svc.EndTransactionResponse(status=status())
 
 
 class GrpcService:

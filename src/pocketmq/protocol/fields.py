@@ -31,6 +31,7 @@ from typing import Final
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_int, get_str
+from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_TAG,
     PERM_PRIORITY,
@@ -39,6 +40,11 @@ from pocketmq.protocol.names import (
     topic_error,
 )
 from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.topic_attributes import (
+    TopicMessageType,
+    accepted_types,
+    parse_modification,
+)
 
 # ------------------------------------------------------------------ limits
 
@@ -81,6 +87,8 @@ class FieldKind(enum.Enum):
     TOPIC = "topic"
     GROUP = "group"
     SUBSCRIPTION = "subscription"
+    MESSAGE_TYPE = "message_type"
+    TRANSACTION_RESOLUTION = "transaction_resolution"
 
 
 class FieldError(RequestError):
@@ -339,6 +347,51 @@ def check_subscription_data(value: object, name: str = "subscriptionData") -> Su
     )
 
 
+def check_message_type(
+    topic: str, topic_type: TopicMessageType | None, actual: TopicMessageType
+) -> TopicMessageType:
+    """A message's type against its topic's ``message.type`` (the proxy's
+    DefaultTopicMessageTypeValidator; a topic without one accepts every type).
+
+    Raises:
+        FieldError: MESSAGE_ILLEGAL, as the proxy answers a remoting send
+            (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE over gRPC).
+    """
+    if actual not in accepted_types(topic_type):
+        raise FieldError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"TopicMessageType validate failed, the expected type is {topic_type}, but actual "
+            f"type is {actual} (topic[{topic}])",
+            FieldKind.MESSAGE_TYPE,
+            "message_type",
+        )
+    return actual
+
+
+def check_transaction_resolution(value: int, name: str = "commitOrRollback") -> int:
+    """How a producer ends a transaction: SysFlag's NOT_TYPE (unknown), COMMIT or ROLLBACK type.
+
+    Raises:
+        FieldError: SYSTEM_ERROR, as EndTransactionRequestHeader.checkFields fails.
+    """
+    if value not in _RESOLUTIONS:
+        raise FieldError(
+            ResponseCode.SYSTEM_ERROR,
+            f"commitOrRollback field wrong: {name}={value}, expected 0 (unknown), 8 (commit) "
+            "or 12 (rollback)",
+            FieldKind.TRANSACTION_RESOLUTION,
+            name,
+        )
+    return value
+
+
+_RESOLUTIONS: Final = (
+    SysFlag.TRANSACTION_NOT_TYPE,
+    SysFlag.TRANSACTION_COMMIT_TYPE,
+    SysFlag.TRANSACTION_ROLLBACK_TYPE,
+)
+
+
 # ------------------------------------------------------------------ remoting header fields
 # Each reads one extFields entry with protocol.headers (a missing required field or one that
 # is not a number is SYSTEM_ERROR there) and validates it; ``default`` None means required.
@@ -409,3 +462,17 @@ def topic(cmd: RemotingCommand, name: str = "topic", code: int = _INVALID) -> st
 
 def group(cmd: RemotingCommand, name: str = "consumerGroup", code: int = _INVALID) -> str:
     return check_group(get_str(cmd, name), code)
+
+
+def attributes(cmd: RemotingCommand, name: str = "attributes") -> dict[str, str]:
+    """A topic attribute modification list (``+key=value,-key``), by signed key; empty when
+    absent. Whether each key and value may be applied is ``topic_attributes.alter``'s rule.
+
+    Raises:
+        RequestError: SYSTEM_ERROR for a malformed list, as RocketMQ's AttributeParser fails.
+    """
+    return parse_modification(get_str(cmd, name, ""))
+
+
+def transaction_resolution(cmd: RemotingCommand, name: str = "commitOrRollback") -> int:
+    return check_transaction_resolution(java_int(cmd, name), name)

@@ -108,6 +108,8 @@ class MessageConst:
     TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    # The producer's UNIQ_KEY, copied onto a stored half (TransactionalMessageUtil).
+    TRANSACTION_ID = "__transactionId__"
     SHARDING_KEY = "__SHARDINGKEY"
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
@@ -115,6 +117,50 @@ class MessageConst:
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
     TIMER_OUT_MS = "TIMER_OUT_MS"
     DUP_INFO = "DUP_INFO"
+    # Stamped by the broker on every message it stores (SendMessageProcessor).
+    CLUSTER = "CLUSTER"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+    # Request-reply: set on a request by its producer, copied onto the reply by the replier.
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    MESSAGE_TYPE = "MSG_TYPE"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+
+
+# MSG_TYPE of a reply message (MixAll.REPLY_MESSAGE_FLAG): a producer sends it with
+# SEND_REPLY_MESSAGE_V2 and the broker pushes it to the requester.
+REPLY_MESSAGE_FLAG: Final = "reply"
+
+
+# The properties that ask for a delivery time (5.x timer messages, and the 4.x start deliver
+# time): the timer service reads them; a transactional half may carry none.
+TIMER_PROPERTIES: Final = (
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+    MessageConst.START_DELIVER_TIME,
+)
+
+
+def delay_property(properties: dict[str, str]) -> str | None:
+    """The property by which a message asks for a later delivery, if any: a positive DELAY
+    level (a level that is not a number counts as none, as the store reads it) or a non-empty
+    timer property."""
+    for name in (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES):
+        value = properties.get(name)
+        if not value:
+            continue
+        if name != MessageConst.DELAY_TIME_LEVEL:
+            return name
+        try:
+            if int(value) > 0:
+                return name
+        except ValueError:
+            pass
+    return None
 
 
 def encode_properties(properties: dict[str, str]) -> str:
@@ -579,11 +625,15 @@ class RecordProperties:
         return self._raw[start : end if end >= 0 else None].decode("utf-8", "replace")
 
 
-def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> MessageExt:
-    """Decode a whole record into a MessageExt (MessageDecoder.decode).
+def decode_message(
+    buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
+) -> MessageExt:
+    """Decode a whole record into a MessageExt (MessageDecoder.decode). ``inflate_body``
+    inflates a COMPRESSED body, as clients see it (MessageDecoder's deCompressBody); the sys
+    flag keeps the bit.
 
     Raises:
-        RecordError: the bytes are not a valid record.
+        RecordError: the bytes are not a valid record, or a compressed body does not inflate.
     """
     limit = len(buf)
     info = decode_record_info(buf, pos, limit, check_crc)
@@ -599,6 +649,11 @@ def decode_message(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -
     p += 12
     body_len = _I32.unpack_from(buf, p)[0]
     body = bytes(buf[p + 4 : p + 4 + body_len])
+    if inflate_body and sys_flag & SysFlag.COMPRESSED:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise RecordError(f"record at {pos}: compressed body does not inflate: {exc}") from exc
     return MessageExt(
         topic=info.topic,
         body=body,

@@ -4,7 +4,9 @@ Record layout: see pocketmq.protocol.message; recovery walks segments with
 pocketmq.protocol.records. Appends run on the caller's thread under
 ``put_lock``; they copy the record into the mapping and write its TOTALSIZE field last, so a
 process killed mid-copy leaves a zero size where the record would start, which recovery reads
-as the end of the log.
+as the end of the log. In an append of several records the first record's size goes in after
+every other byte: a killed process leaves all of them or none (a transaction's commit and its
+op record rely on it), short of a torn page after a power cut.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ _HEADERS = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
 # reconsumeTimes preparedTxOffset. Checked before the lock, so that a value that does not fit
 # is refused instead of failing the append half-way.
 _MESSAGE_FIELDS = struct.Struct(">iiiQiq")
+# Transaction types that take a queue offset (prepared and rolled-back records take none).
+_IN_QUEUE = (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
 
 
 class _Encoded(NamedTuple):
@@ -197,7 +201,8 @@ class CommitLog:
         )
 
     def put(self, msgs: list[MessageExt]) -> tuple[PutResult, list[DispatchRequest]]:
-        """Append one message, or a batch of messages for one topic and queue, contiguously.
+        """Append one message or several, contiguously and all or nothing; each takes the next
+        offset of its own queue (a batch is one queue; a transaction's commit and op are two).
 
         Returns the result and the dispatch requests for the records written.
         """
@@ -215,10 +220,6 @@ class CommitLog:
             total += e.size
         if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="batch larger than a segment"), []
-        first = msgs[0]
-        key = (first.topic, first.queue_id)
-        tx = first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
-        counts_in_queue = tx in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
         store_host = self._store_host_bytes
         schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
 
@@ -230,14 +231,25 @@ class CommitLog:
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
             store_ts = self.clock.now_ms()
-            queue_offset = self.topic_queue_table.get(key, 0) if counts_in_queue else 0
+            table = self.topic_queue_table
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
             mm = mf.mm
             offsets: list[int] = []
             reqs: list[DispatchRequest] = []
-            qo = queue_offset
+            key: tuple[str, int] | None = None
+            counts_in_queue = False
+            qo = queue_offset = 0
             for msg, props, crc, tail, size, sys_flag, born, magic, header in encoded:
+                if key is None or msg.queue_id != key[1] or msg.topic != key[0]:
+                    if key is not None and counts_in_queue:
+                        table[key] = qo
+                    key = (msg.topic, msg.queue_id)
+                    tx = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
+                    counts_in_queue = tx in _IN_QUEUE
+                    qo = table.get(key, 0) if counts_in_queue else 0
+                    if not offsets:
+                        queue_offset = qo
                 body = msg.body
                 header.pack_into(
                     mm, pos + 4, magic, crc, msg.queue_id, msg.flag, qo, phy, sys_flag,
@@ -257,7 +269,9 @@ class CommitLog:
                     log.error("%s", error)
                     return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
                 # The size goes in last: a torn copy leaves a zero size, read as end of log.
-                _SIZE.pack_into(mm, pos, size)
+                # The first record's waits for the others (see the module docstring).
+                if offsets:
+                    _SIZE.pack_into(mm, pos, size)
                 offsets.append(phy)
                 topic = msg.topic
                 reqs.append(
@@ -280,10 +294,11 @@ class CommitLog:
                 phy += size
                 if counts_in_queue:
                     qo += 1
+            _SIZE.pack_into(mm, offsets[0] - mf.file_from_offset, encoded[0].size)
             mf.wrote_position = pos
             mf.store_timestamp = store_ts
-            if counts_in_queue:
-                self.topic_queue_table[key] = qo
+            if key is not None and counts_in_queue:
+                table[key] = qo
         return (
             PutResult(
                 PutStatus.PUT_OK,

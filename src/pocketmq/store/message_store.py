@@ -335,9 +335,14 @@ class MessageStore:
         return await self.put_messages([msg])
 
     async def put_messages(self, msgs: list[MessageExt]) -> PutResult:
-        """Append a message or a batch for one queue; under SYNC_FLUSH return once durable
-        (or with FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
-        result = self.append(msgs)
+        """Append a message or several (a batch for one queue, or records of several queues
+        that must land together); under SYNC_FLUSH return once durable (or with
+        FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
+        return await self.flushed(self.append(msgs), msgs)
+
+    async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:
+        """``result`` of ``append(msgs)`` once its records are durable, as ``put_messages``
+        waits; for a caller that must note what it appended before anything else runs."""
         if (
             result.ok
             and self._sync_flush

@@ -16,6 +16,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.subscription_groups import SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.broker.transaction import ProducerRegistry, TransactionService
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.store import MessageStore
 
@@ -27,8 +28,10 @@ def messaging_for(
     offsets: ConsumerOffsetManager,
     clock: Clock = SYSTEM_CLOCK,
 ) -> MessagingService:
+    config = BrokerConfig(store=store.config)
+    producers = ProducerRegistry(config.channel_expired_timeout, clock=clock)
     broker: Any = SimpleNamespace(
-        config=BrokerConfig(store=store.config),
+        config=config,
         clock=clock,
         store=store,
         topics=topics,
@@ -40,5 +43,7 @@ def messaging_for(
         pull_hold=PullHold(),
         schedule=ScheduleMessageService(store, root / "delay.json", clock=clock),
         timer=TimerMessageService(store, root / "timer.json", 3 * 86400, clock=clock),
+        producers=producers,
+        transactions=TransactionService(store, offsets, topics, producers, config, clock=clock),
     )
     return MessagingService(broker)

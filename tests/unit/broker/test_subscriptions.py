@@ -25,6 +25,7 @@ from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfigManager
+from pocketmq.broker.transaction.producers import ProducerRegistry
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -107,8 +108,9 @@ def pull_request(sys_flag: int, sub_version: int = 0, **extra: Any) -> RemotingC
 
 def handlers(service: MessagingService) -> tuple[ClientHandlers, PullHandlers]:
     broker: Any = SimpleNamespace(
-        config=service.config, messaging=service, consumers=service.broker.consumers
-    )
+        config=service.config, messaging=service, consumers=service.broker.consumers,
+        producers=ProducerRegistry(120_000),
+    )  # fmt: skip
     return ClientHandlers(broker), PullHandlers(broker)
 
 

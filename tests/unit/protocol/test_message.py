@@ -28,6 +28,7 @@ from pocketmq.protocol.message import (
     decode_offset_msg_id,
     decode_properties,
     decode_record_info,
+    delay_property,
     encode_properties,
     encode_record,
     java_string_hash,
@@ -287,6 +288,34 @@ def test_ipv6_bits_are_cleared_for_ipv4_hosts() -> None:
     out = decode_message(encode_record(msg))
     assert out.sys_flag == 0
     assert out.born_host == msg.born_host
+
+
+def test_a_compressed_body_is_inflated_only_when_asked() -> None:
+    raw = encode_record(_full_message(body=zlib.compress(b"x" * 5000), sys_flag=SysFlag.COMPRESSED))
+    assert decode_message(raw).body == zlib.compress(b"x" * 5000)  # as stored
+    out = decode_message(raw, inflate_body=True)
+    assert out.body == b"x" * 5000 and out.sys_flag & SysFlag.COMPRESSED
+    bad = encode_record(_full_message(body=b"not zlib", sys_flag=SysFlag.COMPRESSED))
+    with pytest.raises(RecordError, match="does not inflate"):
+        decode_message(bad, inflate_body=True)
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        ({}, None),
+        ({"DELAY": "3"}, "DELAY"),
+        ({"DELAY": "0"}, None),
+        ({"DELAY": "-1"}, None),  # the store ignores a level below 1
+        ({"DELAY": "soon"}, None),  # and one that is not a number
+        ({"TIMER_DELIVER_MS": "1700000000000"}, "TIMER_DELIVER_MS"),
+        ({"TIMER_DELAY_SEC": "5"}, "TIMER_DELAY_SEC"),
+        ({"__STARTDELIVERTIME": "1700000000000"}, "__STARTDELIVERTIME"),
+        ({"TIMER_DELAY_MS": ""}, None),
+    ],
+)
+def test_delay_property(properties: dict[str, str], expected: str | None) -> None:
+    assert delay_property(properties) == expected
 
 
 def test_long_topic_uses_magic_v2() -> None:

@@ -459,3 +459,28 @@ def test_disk_full_refuses_writes_until_space_is_back(open_small: StoreFactory) 
     store.disk_usage = lambda _path: (50, 100)
     store.check_disk()
     assert put_ok(store, msg()).queue_offset == 1
+
+
+def test_one_append_of_several_queues_is_all_or_nothing(
+    open_small: StoreFactory, store_root: Path
+) -> None:
+    store = open_small()
+    put_ok(store, msg("A", b"a0"))
+    # A transaction's commit and op: records of two queues in one append, each queue counting
+    # its own offsets (a queue met again in the same append goes on where it was).
+    both = put_batch(store, [msg("A", b"a1"), msg("B", b"b0", queue_id=1), msg("A", b"a2")])
+    assert both.ok and both.queue_offset == 1
+    assert [decode_message(r).body for r in read_queue(store, "A", 0)] == [b"a0", b"a1", b"a2"]
+    assert [decode_message(r).queue_offset for r in read_queue(store, "B", 1)] == [0]
+    last = put_batch(store, [msg("A", b"a3"), msg("B", b"b1", queue_id=1)])
+    store.close()
+    # Killed before the append's last write, the first record's size: nothing of it is kept.
+    with open(segment_path(store_root, last.phy_offset), "r+b") as f:
+        f.seek(last.phy_offset % SEGMENT)
+        f.write(bytes(4))
+
+    again = open_small()
+    assert again.get_max_offset_in_queue("A", 0) == 3
+    assert again.get_max_offset_in_queue("B", 1) == 1
+    assert again.look_message_by_offset(last.phy_offsets[1]) is None
+    assert again.max_phy_offset() == last.phy_offset

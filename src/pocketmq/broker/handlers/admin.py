@@ -14,6 +14,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_str
 from pocketmq.protocol.names import PERM_READ_WRITE
 from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.topic_attributes import ADD_SIGN, MESSAGE_TYPE, TopicMessageType, alter
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
 if TYPE_CHECKING:
@@ -48,6 +49,15 @@ class AdminHandlers:
         nums_r = fields.queue_nums(
             cmd, "readQueueNums", self.broker.config.default_topic_queue_nums
         )
+        changes = fields.attributes(cmd)
+        if (
+            not self.broker.config.enable_mixed_message_type
+            and changes.get(ADD_SIGN + MESSAGE_TYPE.name) == TopicMessageType.MIXED
+        ):
+            raise RequestError(
+                ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported."
+            )
+        current = self.topics.get(topic)
         self.topics.update(
             TopicConfig(
                 topic_name=topic,
@@ -57,6 +67,9 @@ class AdminHandlers:
                 topic_filter_type=get_str(cmd, "topicFilterType", "SINGLE_TAG"),
                 topic_sys_flag=fields.java_int(cmd, "topicSysFlag", 0),
                 order=get_bool(cmd, "order"),
+                attributes=alter(
+                    {} if current is None else current.attributes, changes, create=current is None
+                ),
             )
         )
         self.broker.register_soon()

@@ -1,11 +1,13 @@
 """Clients and groups: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
 LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42) and CHECK_CLIENT_CONFIG (46) (ClientManageProcessor,
-ConsumerManageProcessor)."""
+ConsumerManageProcessor). A heartbeat's producers join their groups for the transaction
+check-back."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.transaction import RemotingChecker
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -91,10 +93,32 @@ def _consumer_data(
     return consumers
 
 
+def _producer_groups(heartbeat: dict[str, Any]) -> list[str]:
+    """The groups of a heartbeat's ProducerData entries.
+
+    Raises:
+        RequestError: SYSTEM_ERROR for entries of another shape, INVALID_PARAMETER for an
+            invalid group name.
+    """
+    entries = heartbeat.get("producerDataSet") or []
+    names = (
+        [e.get("groupName") if isinstance(e, dict) else None for e in entries]
+        if isinstance(entries, list)
+        else [None]
+    )
+    if not all(isinstance(name, str) for name in names):
+        raise RequestError(
+            ResponseCode.SYSTEM_ERROR, f"heartbeat: producerDataSet {entries!r} is not producers"
+        )
+    return [fields.check_group(str(name)) for name in names]
+
+
 class ClientHandlers:
     def __init__(self, broker: Broker) -> None:
         self.consumers = broker.consumers
+        self.producers = broker.producers
         self.messaging = broker.messaging
+        self.broker_name = broker.config.broker_name
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -110,9 +134,13 @@ class ClientHandlers:
         data = _json_object(cmd, "heartbeat")
         client_id = str(data.get("clientID", ""))
         consumers = _consumer_data(data)
+        producer_groups = _producer_groups(data)
         channel.attributes["client_id"] = client_id
         for consumer, subscriptions in consumers:
             self.messaging.register_consumer(channel, client_id, consumer, subscriptions)
+        checker = RemotingChecker(channel, self.broker_name)
+        for group in producer_groups:
+            self.producers.register(group, client_id or channel.peer, checker)
         return cmd.response(ResponseCode.SUCCESS)
 
     def check_client_config(
@@ -132,6 +160,10 @@ class ClientHandlers:
         group = cmd.ext_fields.get("consumerGroup")
         if group:
             self.consumers.unregister(channel, group)
+        producer_group = cmd.ext_fields.get("producerGroup")
+        if producer_group:
+            client_id = cmd.ext_fields.get("clientID") or channel.attributes.get("client_id")
+            self.producers.unregister(producer_group, str(client_id or channel.peer))
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_consumer_list(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
