@@ -38,11 +38,11 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import (
     MessageExt,
     PullSysFlag,
-    RecordProperties,
     decode_properties,
     encode_properties,
     encode_record,
 )
+from pocketmq.protocol.record_properties import RecordProperties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 from pocketmq.store import MessageStore, SqlFilter, StoreConfig, TagFilter

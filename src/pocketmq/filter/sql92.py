@@ -33,54 +33,39 @@ an error, so a forgotten ``AND`` cannot silently change a subscription. Nesting 
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Final
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from pocketmq.errors import PocketMQError
-from pocketmq.filter.java import (
-    DOUBLE_MAX_TEXT,
-    DOUBLE_MIN_TEXT,
-    INT_MAX,
-    INT_MIN,
-    LONG_MAX,
-    NUMBER_TYPES,
-    EvaluationError,
-    JavaValue,
-    JInt,
-    JLong,
-    compare,
-    compare_doubles,
-    int_value,
-    long_value,
-    negate,
-    parse_boolean,
-    parse_double,
-    parse_int,
-    parse_long,
-    to_string,
+from pocketmq.filter.expressions import (
+    TEXT_TESTS,
+    Evaluate,
+    Expr,
+    Invalid,
+    Properties,
+    as_boolean,
+    between,
+    decimal,
+    equal,
+    equal_checked,
+    floating,
+    literal,
+    logic,
+    membership,
+    negated,
+    negation,
+    ordering,
+    prop,
+    text_test,
 )
+from pocketmq.filter.java import EvaluationError
 
-
-class Properties(Protocol):
-    """What a selector reads a message's properties from: a dict, or the store's view of a
-    record that decodes only the names asked for."""
-
-    def get(self, name: str, /) -> str | None: ...
-
-
-Evaluate = Callable[[Properties], JavaValue]
-
-# Deeper nesting is refused (see the module docstring); real selectors nest a few levels.
-MAX_DEPTH: Final = 100
 # Compiled expressions kept (RocketMQ's SelectorParser keeps 100); failures are kept too.
 CACHE_SIZE: Final = 1024
 # How much of a refused expression an error message quotes.
 _SHOWN_CHARS: Final = 200
-_DOUBLE_MIN: Final = 5e-324  # Double.MIN_VALUE, the smallest positive double
 
 KEYWORDS: Final = frozenset(
     {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "CONTAINS",
@@ -169,403 +154,86 @@ class SqlFilterError(PocketMQError):
         self.detail = detail
 
 
-class _Invalid(Exception):
-    """What one of RocketMQ's expression factories refuses; its message is RocketMQ's."""
-
-
-class _Expr:
-    """An expression being compiled: its closure and what RocketMQ's factories check."""
-
-    __slots__ = ("boolean", "depth", "describe", "evaluate", "literal", "logic", "parts",
-                 "prop", "static", "value")  # fmt: skip
-
-    def __init__(
-        self,
-        describe: Callable[[], str],
-        evaluate: Evaluate,
-        children: Sequence[_Expr] = (),
-        *,
-        boolean: bool = False,
-        literal: bool = False,
-        prop: str | None = None,
-        static: bool = False,
-        value: JavaValue = None,
-        logic: str = "",
-        parts: tuple[_Expr, ...] = (),
-    ) -> None:
-        self.describe = describe  # Java's toString, built only for error messages
-        self.evaluate = evaluate
-        self.depth: int = 1 + max((c.depth for c in children), default=0)
-        if self.depth > MAX_DEPTH:
-            raise _Invalid(f"the expression is nested more than {MAX_DEPTH} levels deep")
-        self.boolean = boolean  # a BooleanExpression
-        self.literal = literal  # a ConstantExpression
-        self.prop = prop  # a PropertyExpression's name
-        self.static = static  # evaluate() ignores the message and returns value
-        self.value = value
-        self.logic = logic  # "&&" or "||" for a flattened AND / OR chain
-        self.parts = parts
-
-
-def _fixed(value: JavaValue) -> Evaluate:
-    return lambda _props: value
-
-
-def _literal(value: JavaValue, text: str, *, boolean: bool = False) -> _Expr:
-    return _Expr(lambda: text, _fixed(value), boolean=boolean, literal=True, static=True,
-                 value=value)  # fmt: skip
-
-
-def _property(name: str) -> _Expr:
-    def evaluate(props: Properties) -> JavaValue:
-        return props.get(name)
-
-    return _Expr(lambda: name, evaluate, prop=name)
-
-
-def _as_boolean(e: _Expr) -> _Expr:
-    """SelectorParser.asBooleanExpression: a property becomes a Boolean cast."""
-    if e.boolean:
-        return e
-    name = e.prop
-    if name is None:
-        raise _Invalid(f"Expression will not result in a boolean value: {e.describe()}")
-
-    def evaluate(props: Properties) -> JavaValue:
-        return None if props.get(name) is None else False  # a String is not a Boolean
-
-    return _Expr(e.describe, evaluate, (e,), boolean=True)
-
-
-def _not(e: _Expr) -> _Expr:
-    inner = e.evaluate
-
-    def evaluate(props: Properties) -> JavaValue:
-        v = inner(props)
-        return None if v is None else not v
-
-    return _Expr(lambda: f"(NOT {e.describe()})", evaluate, (e,), boolean=True)
-
-
-def _logic(symbol: str, left: _Expr, right: _Expr) -> _Expr:
-    """LogicExpression.createAND (``&&``) or createOR (``||``) on Boolean operands; a chain
-    of one operator is one node, evaluated left to right exactly as the nested one."""
-    parts = (*left.parts, right) if left.logic == symbol else (left, right)
-    evals = tuple(p.evaluate for p in parts)
-    decisive = symbol == "||"  # the value that ends the chain: TRUE for OR, FALSE for AND
-
-    def evaluate(props: Properties) -> JavaValue:
-        unknown = False
-        for ev in evals:
-            v = ev(props)
-            if v is None:
-                unknown = True
-            elif v is decisive:
-                return decisive
-        return None if unknown else not decisive
-
-    def describe() -> str:
-        tail = "".join(f" {symbol} {p.describe()})" for p in parts[1:])
-        return "(" * (len(parts) - 1) + parts[0].describe() + tail
-
-    return _Expr(describe, evaluate, parts, boolean=True, logic=symbol, parts=parts)
-
-
-# ------------------------------------------------------------------ comparisons
-
-
-def _check_ordered(e: _Expr) -> None:
-    """ComparisonExpression.checkLessThanOperand."""
-    if (e.literal and type(e.value) not in NUMBER_TYPES) or (e.boolean and not e.literal):
-        raise _Invalid(f"Value '{e.describe()}' cannot be compared.")
-
-
-def _parser_of_number(value: JavaValue) -> Callable[[str], JavaValue]:
-    """How a String is converted when it meets ``value`` (__compare)."""
-    if type(value) is JInt:
-        return parse_int
-    if type(value) is JLong:
-        return parse_long
-    return parse_double
-
-
-_ORDER_TESTS: Final[dict[str, Callable[[int, int], bool]]] = {
-    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
-}  # fmt: skip
-
-
-def _ordering(symbol: str, left: _Expr, right: _Expr) -> _Expr:
-    """createGreaterThan and its siblings: checked operands; a String against a String is
-    compared as two doubles."""
-    _check_ordered(left)
-    _check_ordered(right)
-    test = _ORDER_TESTS[symbol]
-    lf, rf = left.evaluate, right.evaluate
-    evaluate: Evaluate
-    prop, constant, flipped = (left.prop, right, False) if left.prop else (right.prop, left, True)
-    if prop is not None and constant.static and type(constant.value) in NUMBER_TYPES:
-        # The usual shape, ``a > 5``: parse the property as the literal's class.
-        c = constant.value
-        parse: Callable[[str], object] = (
-            int_value if type(c) is JInt else long_value if type(c) is JLong else parse_double
-        )
-        name = prop
-        if type(c) is float:
-            sign = -1 if flipped else 1
-
-            def evaluate(props: Properties) -> JavaValue:
-                v = props.get(name)
-                if v is None:
-                    return None
-                return test(sign * compare_doubles(parse(v), c), 0)  # type: ignore[arg-type]
-
-        else:
-            n = int(c)  # type: ignore[arg-type]
-
-            def evaluate(props: Properties) -> JavaValue:
-                v = props.get(name)
-                if v is None:
-                    return None
-                return test(n, parse(v)) if flipped else test(parse(v), n)  # type: ignore
-
-    else:
-
-        def evaluate(props: Properties) -> JavaValue:
-            lv = lf(props)
-            if lv is None:
-                return None
-            rv = rf(props)
-            if rv is None:
-                return None
-            if type(lv) is str and type(rv) is str:
-                return test(compare_doubles(parse_double(lv), parse_double(rv)), 0)
-            return test(compare(lv, rv), 0)
-
-    return _Expr(lambda: f"({left.describe()} {symbol} {right.describe()})", evaluate,
-                 (left, right), boolean=True)  # fmt: skip
-
-
-def _equal(left: _Expr, right: _Expr) -> _Expr:
-    """ComparisonExpression.doCreateEqual, unchecked (IS NULL uses it on NULL)."""
-    lf, rf = left.evaluate, right.evaluate
-    evaluate: Evaluate
-    name, c = left.prop, right.value
-    if right.static and c is None:
-        # IS NULL: a null value equals NULL; anything else does not.
-        def evaluate(props: Properties) -> JavaValue:
-            return lf(props) is None
-
-    elif name is not None and right.static and type(c) is not float:
-        # ``a = 'x'``, ``a = 5``, ``a = TRUE``: the String converted to the literal's class.
-        convert: Callable[[str], object] = (
-            str if type(c) is str else parse_boolean if type(c) is bool else _parser_of_number(c)
-        )
-
-        def evaluate(props: Properties) -> JavaValue:
-            v = props.get(name)
-            return None if v is None else convert(v) == c
-
-    else:
-
-        def evaluate(props: Properties) -> JavaValue:
-            lv, rv = lf(props), rf(props)
-            if lv is None or rv is None:
-                if lv is None and rv is None:
-                    return True
-                return None if lv is None else False
-            # Java's equals; a Double equals by its bits, which compare() gets right.
-            if type(lv) is type(rv) and type(lv) is not float and lv == rv:
-                return True
-            return compare(lv, rv) == 0
-
-    return _Expr(lambda: f"({left.describe()} == {right.describe()})", evaluate,
-                 (left, right), boolean=True)  # fmt: skip
-
-
-def _equal_checked(left: _Expr, right: _Expr) -> _Expr:
-    """ComparisonExpression.createEqual: NULL cannot be compared, nor TRUE with a non-boolean
-    literal."""
-    for e in (left, right):
-        if e.literal and e.value is None:
-            raise _Invalid(f"'{e.describe()}' cannot be compared.")
-    if left.literal and right.literal and left.boolean and not right.boolean:
-        raise _Invalid(f"'{left.describe()}' cannot be compared with '{right.describe()}'")
-    return _equal(left, right)
-
-
-def _between(value: _Expr, low: _Expr, high: _Expr) -> _Expr:
-    """createBetween: literal bounds must be non-null and in order."""
-    if low.literal and high.literal:
-        lv, hv = low.value, high.value
-        if lv is None or hv is None:
-            raise _Invalid("Illegal values of between, values can not be null!")
-        try:
-            in_order = compare(hv, lv) >= 0
-        except EvaluationError as exc:
-            raise _Invalid(str(exc)) from exc
-        if not in_order:
-            raise _Invalid(
-                f"Illegal values of between, left value({to_string(lv)}) must less than or "
-                f"equal to right value({to_string(hv)})"
-            )
-    return _logic("&&", _ordering(">=", value, low), _ordering("<=", value, high))
-
-
-def _in(left: _Expr, values: list[str], negated: bool) -> _Expr:
-    name = left.prop
-    if name is None:
-        raise _Invalid(f"Expected a property for In expression, got: {left.describe()}")
-    members = frozenset(values)
-
-    def evaluate(props: Properties) -> JavaValue:
-        v = props.get(name)
-        return None if v is None else (v in members) != negated
-
-    symbol = "NOT IN" if negated else "IN"
-    return _Expr(lambda: f"{name} {symbol} ( {', '.join(values)} )", evaluate, (left,),
-                 boolean=True)  # fmt: skip
-
-
-_TEXT_TESTS: Final[dict[str, Callable[[str, str], bool]]] = {
-    "CONTAINS": operator.contains, "STARTSWITH": str.startswith, "ENDSWITH": str.endswith,
-}  # fmt: skip
-
-
-def _text_test(symbol: str, left: _Expr, search: str, negated: bool) -> _Expr:
-    """CONTAINS / STARTSWITH / ENDSWITH and their NOT forms: FALSE for anything but a String
-    (a missing property included) and for an empty search string."""
-    test = _TEXT_TESTS[symbol]
-    lf = left.evaluate
-
-    def evaluate(props: Properties) -> JavaValue:
-        if not search:
-            return False
-        v = lf(props)
-        return type(v) is str and test(v, search) != negated
-
-    shown = f"NOT {symbol}" if negated else symbol
-    return _Expr(lambda: f"({shown} {left.describe()})", evaluate, (left,), boolean=True)
-
-
-def _negate(e: _Expr) -> _Expr:
-    """UnaryExpression.createNegate: a number negated; anything else null. Not a literal."""
-    if e.static or e.prop is not None:
-        # Folded: a property's value is a String, never a Number.
-        value = negate(e.value) if e.static else None
-        return _Expr(lambda: f"(- {e.describe()})", _fixed(value), (e,), static=True,
-                     value=value)  # fmt: skip
-    inner = e.evaluate
-
-    def evaluate(props: Properties) -> JavaValue:
-        inner(props)  # it may throw, as in Java; a Boolean or null negates to null
-        return None
-
-    return _Expr(lambda: f"(- {e.describe()})", evaluate, (e,))
-
-
-# ------------------------------------------------------------------ literals
-
-
-def _decimal(text: str) -> _Expr:
-    """ConstantExpression.createFromDecimal: an Integer when it fits, else a Long."""
-    digits = text.rstrip("lL")
-    if len(digits) > 19 or int(digits) > LONG_MAX:
-        raise _Invalid(f'NumberFormatException: For input string: "{digits}" (beyond a long)')
-    n = int(digits)
-    value: JavaValue = JInt(n) if INT_MIN <= n <= INT_MAX else JLong(n)
-    return _literal(value, digits)
-
-
-def _floating(text: str) -> _Expr:
-    """ConstantExpression.createFloat: a Double from Double.MIN_VALUE to Double.MAX_VALUE."""
-    value = float(text)
-    if value > 1.7976931348623157e308:
-        raise _Invalid(f"{text} is greater than {DOUBLE_MAX_TEXT}")
-    if value < _DOUBLE_MIN:
-        raise _Invalid(f"{text} is less than {DOUBLE_MIN_TEXT}")
-    return _literal(value, to_string(value))
-
-
 def _string(token: Token) -> str:
     return str(token)[1:-1].replace("''", "'")
 
 
 @v_args(inline=True)
-class _Build(Transformer[Token, _Expr]):
-    """Builds the closures bottom-up while lark parses; raises _Invalid as RocketMQ's
+class _Build(Transformer[Token, Expr]):
+    """Builds the closures bottom-up while lark parses; raises Invalid as RocketMQ's
     factories throw."""
 
-    def or_(self, left: _Expr, right: _Expr) -> _Expr:
-        return _logic("||", _as_boolean(left), _as_boolean(right))
+    def or_(self, left: Expr, right: Expr) -> Expr:
+        return logic("||", as_boolean(left), as_boolean(right))
 
-    def and_(self, left: _Expr, right: _Expr) -> _Expr:
-        return _logic("&&", _as_boolean(left), _as_boolean(right))
+    def and_(self, left: Expr, right: Expr) -> Expr:
+        return logic("&&", as_boolean(left), as_boolean(right))
 
-    def eq(self, left: _Expr, right: _Expr) -> _Expr:
-        return _equal_checked(left, right)
+    def eq(self, left: Expr, right: Expr) -> Expr:
+        return equal_checked(left, right)
 
-    def ne(self, left: _Expr, _symbol: Token, right: _Expr) -> _Expr:
-        return _not(_equal_checked(left, right))
+    def ne(self, left: Expr, _symbol: Token, right: Expr) -> Expr:
+        return negated(equal_checked(left, right))
 
-    def is_null(self, e: _Expr) -> _Expr:
-        return _equal(e, _literal(None, "NULL", boolean=True))
+    def is_null(self, e: Expr) -> Expr:
+        return equal(e, literal(None, "NULL", boolean=True))
 
-    def is_not_null(self, e: _Expr) -> _Expr:
-        return _not(self.is_null(e))
+    def is_not_null(self, e: Expr) -> Expr:
+        return negated(self.is_null(e))
 
-    def ordering(self, left: _Expr, symbol: Token, right: _Expr) -> _Expr:
-        return _ordering(str(symbol), left, right)
+    def ordering(self, left: Expr, symbol: Token, right: Expr) -> Expr:
+        return ordering(str(symbol), left, right)
 
-    def text_test(self, e: _Expr, test: Token, s: Token) -> _Expr:
-        return _text_test(str(test).upper(), e, _string(s), False)
+    def text_test(self, e: Expr, test: Token, s: Token) -> Expr:
+        return text_test(str(test).upper(), e, _string(s), False)
 
-    def not_text_test(self, e: _Expr, test: Token, s: Token) -> _Expr:
-        return _text_test(str(test).upper(), e, _string(s), True)
+    def not_text_test(self, e: Expr, test: Token, s: Token) -> Expr:
+        return text_test(str(test).upper(), e, _string(s), True)
 
-    def between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:
-        return _between(value, low, high)
+    def between(self, value: Expr, low: Expr, high: Expr) -> Expr:
+        return between(value, low, high)
 
-    def not_between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:
-        return _logic("||", _ordering("<", value, low), _ordering(">", value, high))
+    def not_between(self, value: Expr, low: Expr, high: Expr) -> Expr:
+        return logic("||", ordering("<", value, low), ordering(">", value, high))
 
     def strings(self, *tokens: Token) -> list[str]:
         return [_string(t) for t in tokens]
 
-    def in_(self, e: _Expr, values: list[str]) -> _Expr:
-        return _in(e, values, False)
+    def in_(self, e: Expr, values: list[str]) -> Expr:
+        return membership(e, values, False)
 
-    def not_in(self, e: _Expr, values: list[str]) -> _Expr:
-        return _in(e, values, True)
+    def not_in(self, e: Expr, values: list[str]) -> Expr:
+        return membership(e, values, True)
 
-    def negate(self, e: _Expr) -> _Expr:
-        return _negate(e)
+    def negate(self, e: Expr) -> Expr:
+        return negation(e)
 
-    def not_(self, e: _Expr) -> _Expr:
-        return _not(_as_boolean(e))
+    def not_(self, e: Expr) -> Expr:
+        return negated(as_boolean(e))
 
-    def string(self, token: Token) -> _Expr:
-        return _literal(_string(token), str(token))
+    def string(self, token: Token) -> Expr:
+        return literal(_string(token), str(token))
 
-    def decimal(self, token: Token) -> _Expr:
-        return _decimal(str(token))
+    def decimal(self, token: Token) -> Expr:
+        return decimal(str(token))
 
-    def floating(self, token: Token) -> _Expr:
-        return _floating(str(token))
+    def floating(self, token: Token) -> Expr:
+        return floating(str(token))
 
-    def true(self) -> _Expr:
-        return _literal(True, "TRUE", boolean=True)
+    def true(self) -> Expr:
+        return literal(True, "TRUE", boolean=True)
 
-    def false(self) -> _Expr:
-        return _literal(False, "FALSE", boolean=True)
+    def false(self) -> Expr:
+        return literal(False, "FALSE", boolean=True)
 
-    def null(self) -> _Expr:
-        return _literal(None, "NULL", boolean=True)
+    def null(self) -> Expr:
+        return literal(None, "NULL", boolean=True)
 
-    def prop(self, token: Token) -> _Expr:
-        return _property(str(token))
+    def prop(self, token: Token) -> Expr:
+        return prop(str(token))
 
 
-_TEXT_TEST_WORDS: Final = frozenset(_TEXT_TESTS)
+_TEXT_TEST_WORDS: Final = frozenset(TEXT_TESTS)
 
 
 def _keyword(token: Token) -> Token:
@@ -646,10 +314,10 @@ class Sql92Expression:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _compile(expression: str) -> Sql92Expression | SqlFilterError:
     try:
-        root = _as_boolean(_parser().parse(expression))  # type: ignore[arg-type]
+        root = as_boolean(_parser().parse(expression))  # type: ignore[arg-type]
     except UnexpectedInput as exc:
         return SqlFilterError(expression, _syntax_detail(exc))
-    except _Invalid as exc:
+    except Invalid as exc:
         return SqlFilterError(expression, str(exc))
     return Sql92Expression(expression, root.evaluate)
 

@@ -585,46 +585,6 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     )
 
 
-class RecordProperties:
-    """The properties of one whole record, read by name from its raw bytes: only the values
-    asked for are decoded (what a property filter reads). ``get`` answers what
-    ``decode_properties`` of the whole text would hold for the name, the last pair winning as
-    in RocketMQ's decodeProperties; the name must not contain the separators.
-
-    Raises:
-        RecordError: (constructing) the record's lengths overrun it.
-    """
-
-    __slots__ = ("_raw",)
-
-    def __init__(self, record: bytes) -> None:
-        sys_flag = _I32.unpack_from(record, POS_SYS_FLAG)[0]
-        p = POS_BORN_HOST + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8) + 8
-        p += (20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8) + 12
-        end = len(record)
-        if p + 4 > end:
-            raise RecordError("record too short for its header")
-        p += 4 + _I32.unpack_from(record, p)[0]
-        p, topic_len = topic_field(record, p, _U32.unpack_from(record, POS_MAGIC)[0], end)
-        p += topic_len
-        props_len = _H16.unpack_from(record, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len > end:
-            raise RecordError(f"properties length {props_len} overruns the record")
-        # A leading separator makes every pair, the first included, start with one.
-        self._raw = PROPERTY_SEPARATOR.encode() + record[p : p + props_len]
-
-    def get(self, name: str) -> str | None:
-        key = f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}".encode()
-        at = self._raw.rfind(key)
-        if at < 0:
-            return None
-        start = at + len(key)
-        end = self._raw.find(PROPERTY_SEPARATOR.encode(), start)
-        # Separators are ASCII: a value decodes alone exactly as within the whole text.
-        return self._raw[start : end if end >= 0 else None].decode("utf-8", "replace")
-
-
 def decode_message(
     buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
 ) -> MessageExt:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from pocketmq.filter import Sql92Expression
-from pocketmq.protocol.message import RecordProperties
 from pocketmq.protocol.names import TagExpression, TagExpressionError, parse_tag_expression
+from pocketmq.protocol.record_properties import RecordProperties
 
 
 class MessageFilter(Protocol):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.filter import EvaluationError, SqlFilterError, compile_sql92
+from pocketmq.filter.expressions import MAX_DEPTH
 from pocketmq.filter.java import (
     JInt,
     JLong,
@@ -18,7 +19,6 @@ from pocketmq.filter.java import (
     parse_double,
     parse_int,
 )
-from pocketmq.filter.sql92 import MAX_DEPTH
 
 RAISES = "raises"  # the evaluation throws in Java: the message does not match
 

@@ -13,10 +13,10 @@ from pocketmq.filter import compile_sql92
 from pocketmq.protocol.message import (
     MessageExt,
     RecordError,
-    RecordProperties,
     decode_properties,
     encode_record,
 )
+from pocketmq.protocol.record_properties import RecordProperties
 from pocketmq.store import GetStatus, SqlFilter
 
 
