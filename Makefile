@@ -37,6 +37,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/delay_bench.py
+	$(BIN)/python bench/transaction_bench.py
 	$(BIN)/python bench/spark_bench.py
 	$(BIN)/python bench/fuzz_edges.py
 
