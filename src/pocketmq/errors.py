@@ -68,3 +68,7 @@ class BrokerError(ClientError):
         self.code = code
         self.remark = remark or ""
         self.addr = addr
+
+
+class RequestTimeoutError(ClientError):
+    """A request message was sent but its reply did not come in time (RequestTimeoutException)."""

@@ -213,6 +213,16 @@ TEMPLATES: dict[int, dict[str, Any]] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: {"topic": "NewFuzzTopic"},
     RequestCode.GET_CONSUME_STATS: {"consumerGroup": "FuzzG0", "topic": "FuzzT0"},
     RequestCode.DELETE_SUBSCRIPTIONGROUP: {"groupName": "FuzzG1"},
+    RequestCode.SEND_REPLY_MESSAGE: send_fields(),
+    RequestCode.SEND_REPLY_MESSAGE_V2: _V2,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: {
+        "topic": "FuzzT0", "group": "FuzzG0", "timestamp": 1_700_000_000_000, "isForce": "false",
+    },
+    RequestCode.GET_CONSUMER_RUNNING_INFO: {"consumerGroup": "FuzzG0", "clientId": "fuzz@1"},
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: {
+        "consumerGroup": "FuzzG0", "clientId": "fuzz@1",
+        "msgId": "7F00000100002A9F0000000000000000",
+    },
 }  # fmt: skip
 # Codes nobody serves must be answered too.
 UNSERVED = (RequestCode.POP_MESSAGE, RequestCode.REGISTER_BROKER, 99999, -1)

@@ -96,10 +96,12 @@ NOT_REFUSED = frozenset({
     ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.QUERY_NOT_FOUND,
 })  # fmt: skip
 # Requests that may create topics on first use even when refused afterwards (RocketMQ creates
-# a topic in msgCheck before checking the queue id, and retry / DLQ topics on demand).
+# a topic in msgCheck before checking the queue id, or a reply's requester, and retry / DLQ
+# topics on demand).
 CREATES_TOPICS = frozenset({
     RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-    RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.HEART_BEAT,
+    RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.HEART_BEAT, RequestCode.SEND_REPLY_MESSAGE,
+    RequestCode.SEND_REPLY_MESSAGE_V2,
 })  # fmt: skip
 
 

@@ -14,8 +14,9 @@ from server_procs import ServerProcess
 
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
 from pocketmq.protocol.message import decode_message, encode_properties
-from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.remoting import FLAG_ONEWAY, RemotingCommand
 from pocketmq.remoting import RemotingClient
 from waiting import wait_until
 
@@ -253,3 +254,66 @@ def test_offsets_heartbeat_and_restart(cluster: Cluster) -> None:
     asyncio.run(first())
     cluster.restart()
     asyncio.run(second())
+
+
+def test_oneway_requests_get_no_response_on_the_wire(cluster: Cluster) -> None:
+    """One-way sends, offset commits, refusals and unknown codes write nothing back: the only
+    frame on the connection is the answer to the normal request that follows them."""
+
+    def oneway(cmd: RemotingCommand, opaque: int) -> bytes:
+        cmd.opaque = opaque
+        cmd.flag |= FLAG_ONEWAY
+        return cmd.encode()
+
+    async def main() -> None:
+        other = RemotingClient()
+        host, port = cluster.broker.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            commit = RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "CG", "topic": "OW", "queueId": 0, "commitOffset": 1},
+            )
+            writer.write(oneway(send_request("OW", 0, b"one-way"), 1))
+            writer.write(oneway(send_request("bad topic!", 0, b"x"), 2))
+            writer.write(oneway(RemotingCommand.request(9999), 3))
+            await writer.drain()
+
+            async def stored() -> bool:
+                req = RemotingCommand.request(
+                    RequestCode.GET_MAX_OFFSET, {"topic": "OW", "queueId": 0}
+                )
+                resp = await other.invoke(cluster.broker, req, 5)
+                return resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "1"
+
+            await wait_until(stored, 10, "the one-way send to be stored")
+            writer.write(oneway(commit, 4))
+            query = RemotingCommand.request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "CG", "topic": "OW", "queueId": 0},
+            )
+
+            async def committed() -> bool:
+                resp = await other.invoke(cluster.broker, query, 5)
+                return resp.ext_fields.get("offset") == "1"
+
+            await wait_until(committed, 10, "the one-way offset commit")
+
+            normal = RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, {"topic": "OW", "queueId": 0}
+            )
+            normal.opaque = 5
+            writer.write(normal.encode())
+            await writer.drain()
+            conn = RemotingConnection()
+            async with asyncio.timeout(5):
+                while (frame := conn.next_command()) is NEED_DATA:
+                    conn.receive_data(await reader.read(65536))
+            assert isinstance(frame, RemotingCommand)
+            assert (frame.opaque, frame.code, frame.is_response) == (5, ResponseCode.SUCCESS, True)
+            assert conn.next_command() is NEED_DATA and conn.buffered == 0
+        finally:
+            writer.close()
+            await other.close()
+
+    asyncio.run(main())

@@ -37,6 +37,12 @@ class BrokerConfig:
     enable_topic_message_type_check: bool = True
     # Permissions of the broker as a whole: 6 = read + write.
     broker_permission: int = 6
+    # Stamped on every stored message (MSG_REGION, TRACE_ON) and told to producers in each
+    # send response, as RocketMQ's send processor does; trace hooks of clients read them.
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # Replies are pushed to their requester; this also keeps them in the reply topic.
+    store_reply_message_enable: bool = True
     register_name_server_period: int = 30_000
     # Consumer offsets are persisted this often (ms).
     flush_consumer_offset_interval: int = 5_000

@@ -104,3 +104,14 @@ class ConsumerManager:
     def client_ids(self, group: str) -> list[str]:
         info = self.groups.get(group)
         return info.client_ids() if info else []
+
+    def channels(self, group: str) -> list[RemotingChannel]:
+        """The connections of a group's live consumers."""
+        info = self.groups.get(group)
+        return list(info.channels) if info else []
+
+    def find_channel(self, group: str, client_id: str) -> RemotingChannel | None:
+        """The connection of one consumer of a group, by the client id it heartbeats with."""
+        info = self.groups.get(group)
+        channels = info.channels.items() if info else ()
+        return next((ch for ch, c in channels if c.client_id == client_id), None)

@@ -5,7 +5,8 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 
 - Send: topic resolution (auto-creation from ``TBW102``, retry topics), the broker's and the
   topic's permissions, the dead-letter rule of sends to a retry topic, timer and delay-level
-  parking, then the store; transactional half messages to ``broker/transaction``.
+  parking, the properties the broker stamps on every message (cluster, region, trace
+  switch), then the store; transactional half messages to ``broker/transaction``.
 - Pull: queue checks and the one long-polling loop, released when the request's connection
   closes.
 - Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
@@ -202,6 +203,8 @@ class MessagingService:
             RequestError: an unknown retry group, a bad timer or delay property, or a half
                 the transaction service refuses.
         """
+        # A half carries the stamps too: its commit re-puts it as it was sent.
+        self.stamp(msg)
         if tx.is_half(msg):
             return await self.broker.transactions.prepare(msg)
         tx.make_visible(msg)
@@ -229,7 +232,32 @@ class MessagingService:
                 ResponseCode.MESSAGE_ILLEGAL,
                 "transactional messages cannot be sent in a batch: send each on its own",
             )
+        for msg in msgs:
+            self.stamp(msg)
         return await self.store.put_messages(msgs)
+
+    @property
+    def region_properties(self) -> dict[str, str]:
+        """The broker's region and trace switch, as a send answer and a stored message carry
+        them."""
+        return {
+            MessageConst.MSG_REGION: self.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
+        }
+
+    def stamp(self, msg: MessageExt) -> None:
+        """The properties RocketMQ's send processor puts on every message a producer sends:
+        the broker's cluster (which a request-reply consumer needs to build its reply), its
+        region and trace switch (5.x stamps these on each message, 4.x only in the answer)."""
+        msg.properties[MessageConst.CLUSTER] = self.config.broker_cluster_name
+        msg.properties.update(self.region_properties)
+
+    async def store_reply(self, msg: MessageExt) -> PutResult | None:
+        """Keep a reply message (already pushed to its requester, or not) in the reply topic
+        as it was sent, when storeReplyMessageEnable; None when it is not kept."""
+        if not self.config.store_reply_message_enable:
+            return None
+        return await self.store.put_messages([msg])
 
     # ------------------------------------------------------------------ retry and DLQ
 
@@ -373,6 +401,38 @@ class MessagingService:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    def reset_offsets(
+        self, group: str, topic: str, timestamp_ms: int, force: bool
+    ) -> dict[int, int]:
+        """Where each queue of a topic moves a group to (Broker2Client.resetOffset): the first
+        message stored at or after ``timestamp_ms`` (-1: the queue's end), but never forward
+        past the group's offset unless ``force``. Nothing is committed here.
+
+        Raises:
+            RequestError: TOPIC_NOT_EXIST; SYSTEM_ERROR when the group has no offset in a
+                queue of the topic (RocketMQ's "consumer group not exist").
+        """
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise RequestError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
+            )
+        table: dict[int, int] = {}
+        for queue_id in range(cfg.write_queue_nums):
+            current = self.offsets.query(group, topic, queue_id)
+            if current == -1:
+                raise RequestError(
+                    ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist"
+                )
+            if timestamp_ms == -1:
+                target = self.max_offset(topic, queue_id)
+            else:
+                target = self.offset_by_time(topic, queue_id, timestamp_ms)
+            target = max(target, 0)
+            table[queue_id] = target if force or target < current else current
+        return table
 
     # ------------------------------------------------------------------ groups and locks
 

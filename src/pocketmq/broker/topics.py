@@ -19,6 +19,7 @@ from pocketmq.protocol.names import (
     PERM_INHERIT,
     PERM_READ_WRITE,
     SCHEDULE_TOPIC,
+    reply_topic,
 )
 
 T = TypeVar("T")
@@ -90,6 +91,8 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(cluster, 16, 16, PERM_READ_WRITE | PERM_INHERIT),
             TopicConfig(broker_name, 1, 1, PERM_READ_WRITE | PERM_INHERIT),
+            # Where request-reply consumers send their replies (TopicConfigManager).
+            TopicConfig(reply_topic(cluster), 1, 1),
         ]
         if auto_create:
             self._system.append(

@@ -23,6 +23,7 @@ from pocketmq.client.producer import (
     select_by_hash,
 )
 from pocketmq.client.push_consumer import ConsumeContext, ConsumeResult, PushConsumer
+from pocketmq.client.request_reply import reply_message
 from pocketmq.client.route import MessageQueue
 from pocketmq.client.transaction import (
     LocalTransactionState,
@@ -57,5 +58,6 @@ __all__ = [
     "allocate_averagely",
     "allocate_by_circle",
     "message",
+    "reply_message",
     "select_by_hash",
 ]

@@ -142,6 +142,16 @@ class BlockingProducer(_Blocking[Producer]):
     def send_batch(self, messages: Sequence[Message]) -> SendResult:
         return self._loop.run(self.producer.send_batch(messages))
 
+    def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send a request and wait for its reply; see Producer.request."""
+        return self._loop.run(self.producer.request(msg, timeout_ms))
+
+    def reply(
+        self, request: MessageExt, body: bytes | str, properties: dict[str, str] | None = None
+    ) -> SendResult:
+        """Answer a request message (from a consume thread too); see Producer.reply."""
+        return self._loop.run(self.producer.reply(request, body, properties))
+
 
 class BlockingTransactionProducer(BlockingProducer):
     """A TransactionProducer; the listener's plain methods run on worker threads, its

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from pocketmq.client import ids
+from pocketmq.client.request_reply import ReplyWaiters
 from pocketmq.client.route import MASTER_ID, TopicRoute
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
@@ -88,6 +89,11 @@ class ClientInstance:
         self.transaction_checkers: dict[str, TransactionChecker] = {}
         self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        # Requests of this client's producers waiting for their replies.
+        self.replies = ReplyWaiters(clock)
+        self.dispatcher.register(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push_reply
+        )
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False

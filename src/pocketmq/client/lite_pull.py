@@ -142,12 +142,9 @@ class LitePullConsumer(RebalancingConsumer):
         Raises:
             ClientError: mq is not held by this consumer.
         """
-        old = self.process_queues.get(mq)
-        if old is None:
-            raise ClientError(f"The message queue is not in assigned list, message queue: {mq}")
-        old.drop()
-        self._polled.pop(mq, None)
-        self.offset_store.update(mq, offset, increase_only=False)
-        pq = ProcessQueue(mq, offset)
-        self.process_queues[mq] = pq
-        pq.task = asyncio.create_task(self._pull_loop(pq))
+        await self.reset_offset(mq, offset)
+
+    async def reset_offset(self, mq: MessageQueue, offset: int) -> None:
+        if mq in self.process_queues:
+            self._polled.pop(mq, None)
+        await super().reset_offset(mq, offset)

@@ -9,6 +9,7 @@ the route of ``TBW102`` so that a broker with autoCreateTopicEnable creates them
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -20,13 +21,15 @@ from typing import Any, Self
 from pocketmq.client.fault import QueueSelector
 from pocketmq.client.ids import new_message_id
 from pocketmq.client.instance import ClientInstance, new_client_instance
+from pocketmq.client.request_reply import is_reply, prepare_request, reply_message
 from pocketmq.client.route import MessageQueue, TopicRoute
-from pocketmq.errors import BrokerError, ClientError
+from pocketmq.errors import BrokerError, ClientError, RequestTimeoutError
 from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
 from pocketmq.protocol.message import (
     MessageConst,
+    MessageExt,
     SysFlag,
     delay_property,
     encode_properties,
@@ -158,6 +161,8 @@ class Producer:
         self.instance = instance or new_client_instance(namesrv_addr, instance_name)
         self.selector = QueueSelector(send_latency_fault_enable, clock=self.instance.clock)
         self._publish: dict[str, TopicRoute] = {}
+        # Whether a request has heartbeated the brokers (so they can push replies here).
+        self._heartbeat_told = False
         self._started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -276,6 +281,54 @@ class Producer:
         )
         assert result is not None
         return result
+
+    async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send a request message and wait for its reply (DefaultMQProducer.request): the
+        consumer that gets it answers with ``Producer.reply``. ``timeout_ms`` (the send
+        timeout when None) covers the send and the wait, and travels with the request as TTL.
+
+        Raises:
+            RequestTimeoutError: the request was sent, but no reply came within timeout_ms.
+            ClientError: the request could not be sent (its cause says why).
+        """
+        timeout = timeout_ms if timeout_ms is not None else self.send_timeout_ms
+        begin = time.monotonic()
+        correlation_id = prepare_request(msg, self.instance.client_id, timeout)
+        if msg.topic not in self.instance.routes or not self._heartbeat_told:
+            # The reply is pushed over the connection this client heartbeats on.
+            await self._publish_route(msg.topic)
+            await self.instance.send_heartbeat()
+            self._heartbeat_told = True
+        reply = self.instance.replies.expect(correlation_id)
+        try:
+            cost = (time.monotonic() - begin) * 1000
+            try:
+                await self.send_async(msg, timeout_ms=max(int(timeout - cost), 1))
+            except ClientError as exc:
+                raise ClientError(f"send request message to <{msg.topic}> fail: {exc}") from exc
+            remaining_s = (timeout - (time.monotonic() - begin) * 1000) / 1000
+            try:
+                async with asyncio.timeout(max(remaining_s, 0)):
+                    return await reply
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"send request message to <{msg.topic}> OK, but wait reply message "
+                    f"timeout, {timeout} ms."
+                ) from None
+        finally:
+            self.instance.replies.forget(correlation_id)
+
+    async def reply(
+        self, request: MessageExt, body: bytes | str, properties: dict[str, str] | None = None
+    ) -> SendResult:
+        """Answer a request message a consumer received: the reply goes to the reply topic of
+        the request's cluster, and its broker pushes it to the requester.
+
+        Raises:
+            ClientError: ``request`` is not a stored request message (no CLUSTER), or the
+                reply could not be sent (BrokerError: SYSTEM_ERROR when the requester is gone).
+        """
+        return await self.send(reply_message(request, body, properties))
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         return list((await self._publish_route(topic)).write_queues)
@@ -445,9 +498,11 @@ class Producer:
         }
         if max_reconsume is not None:
             header["l"] = int(max_reconsume)
-        code = (
-            RequestCode.SEND_BATCH_MESSAGE if batch_ids is not None else RequestCode.SEND_MESSAGE_V2
-        )
+        code = RequestCode.SEND_MESSAGE_V2
+        if batch_ids is not None:
+            code = RequestCode.SEND_BATCH_MESSAGE
+        elif is_reply(msg):
+            code = RequestCode.SEND_REPLY_MESSAGE_V2
         if mode is CommunicationMode.ONEWAY:
             await self.instance.invoke_oneway(addr, code, header, body)
             return None

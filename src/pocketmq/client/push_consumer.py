@@ -19,7 +19,7 @@ from typing import Any, Unpack
 
 from pocketmq.client.consumer_config import MessageModel, PushConsumerConfig, PushConsumerOptions
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.orderly import OrderlyService
+from pocketmq.client.orderly import OrderlyService, is_success
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.producer import Message, Producer
 from pocketmq.client.rebalance import RebalancingConsumer
@@ -179,6 +179,34 @@ class PushConsumer(RebalancingConsumer):
             return await self.listener(batch, ctx)  # type: ignore[misc]
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.listener, batch, ctx)
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: the listener's verdict on one message an admin picked,
+        outside any queue, so no offset moves and no retry is sent
+        (ConsumeMessageDirectlyResult: CR_SUCCESS, CR_LATER, CR_RETURN_NULL or
+        CR_THROW_EXCEPTION, and how long it took)."""
+        ctx = ConsumeContext(MessageQueue(msg.topic, broker_name, msg.queue_id), ack_index=0)
+        clock = self.instance.clock
+        begin_ms = clock.now_ms()
+        remark = None
+        try:
+            status = await self._call_listener([msg], ctx)
+        except Exception as exc:  # the admin is told what the listener raised
+            result, remark = "CR_THROW_EXCEPTION", f"{type(exc).__name__}: {exc}"
+        else:
+            if status is None:
+                result = "CR_RETURN_NULL"
+            elif is_success(status):
+                result = "CR_SUCCESS"
+            else:
+                result = "CR_LATER"
+        return {
+            "order": self.orderly is not None,
+            "autoCommit": True,
+            "consumeResult": result,
+            "remark": remark,
+            "spentTimeMills": clock.now_ms() - begin_ms,
+        }
 
     async def run_listener(
         self, pq: ProcessQueue, batch: list[MessageExt], ctx: ConsumeContext | None = None

@@ -20,6 +20,7 @@ import contextlib
 import logging
 from typing import Any, Self
 
+from pocketmq.client.admin_requests import AdminRequests
 from pocketmq.client.consumer_config import (
     DEFAULT_CONSUME_BACK_MS,
     ConsumeFromWhere,
@@ -80,6 +81,7 @@ class RebalancingConsumer(abc.ABC):
         self._rebalance_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
+        self.start_timestamp_ms = 0  # when the consumer last started, on the client clock
 
     @property
     def client_id(self) -> str:
@@ -145,6 +147,8 @@ class RebalancingConsumer(abc.ABC):
                 retry_topic(self.group), Subscription.parse(retry_topic(self.group), "*")
             )
         await self.offset_store.load()
+        # Offset resets, running info and consume-directly, passed on from admin tools.
+        AdminRequests(self.instance).register()
         self.instance.members.append(self)
         self.instance.rebalance_hooks[self.group] = self.rebalance_soon
         await self.instance.start()
@@ -158,6 +162,7 @@ class RebalancingConsumer(abc.ABC):
                 log.warning("cannot get the route of %s: %s", topic, exc)
         await self.instance.send_heartbeat()
         self._running = True
+        self.start_timestamp_ms = self.instance.clock.now_ms()
         self._tasks += [
             asyncio.create_task(self._rebalance_loop()),
             asyncio.create_task(self._persist_loop()),
@@ -298,11 +303,39 @@ class RebalancingConsumer(abc.ABC):
         except (ClientError, ConnectionError, TimeoutError) as exc:
             log.warning("cannot compute where to pull %s from: %s", mq, exc)
             return
+        self._start_pulling(mq, offset)
+        log.info("%s took %s from offset %d", self.client_id, mq, offset)
+
+    def _start_pulling(self, mq: MessageQueue, offset: int) -> None:
         pq = ProcessQueue(mq, offset)
         self.process_queues[mq] = pq
         pq.task = asyncio.create_task(self._pull_loop(pq))
         self._queue_started(pq)
-        log.info("%s took %s from offset %d", self.client_id, mq, offset)
+
+    async def reset_offset(self, mq: MessageQueue, offset: int) -> None:
+        """Consume a held queue from ``offset`` on: what it holds unconsumed is dropped and its
+        pulls restart there (a seek, or a broker's RESET_CONSUMER_CLIENT_OFFSET).
+
+        Raises:
+            ClientError: mq is not held by this consumer.
+        """
+        old = self.process_queues.get(mq)
+        if old is None:
+            raise ClientError(f"The message queue is not in assigned list, message queue: {mq}")
+        old.drop()
+        await self._released(old)
+        self.offset_store.update(mq, offset, increase_only=False)
+        self._start_pulling(mq, offset)
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET: each queue of ``topic`` this consumer holds
+        restarts at its offset in ``offsets``, persisted at once (queues held by other members
+        of the group are theirs to move)."""
+        moved = [mq for mq in self.held_queues() if mq.topic == topic and mq in offsets]
+        for mq in moved:
+            await self.reset_offset(mq, offsets[mq])
+        await self.offset_store.persist_all(moved)
+        log.info("%s reset %s to %s", self.group, topic, {mq.queue_id: offsets[mq] for mq in moved})
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The stored offset, else the start or the end or the offset at a time.

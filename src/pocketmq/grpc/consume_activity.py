@@ -201,5 +201,3 @@ class ConsumeActivity(Activity):
         except RequestError as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=self._consume_status(exc))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status())
-
-    # ------------------------------------------------------------------ not served yet

@@ -107,6 +107,22 @@ class MessageConst:
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
     TIMER_OUT_MS = "TIMER_OUT_MS"
     DUP_INFO = "DUP_INFO"
+    # Stamped by the broker on every message it stores (SendMessageProcessor).
+    CLUSTER = "CLUSTER"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+    # Request-reply: set on a request by its producer, copied onto the reply by the replier.
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    MESSAGE_TYPE = "MSG_TYPE"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+
+
+# MSG_TYPE of a reply message (MixAll.REPLY_MESSAGE_FLAG): a producer sends it with
+# SEND_REPLY_MESSAGE_V2 and the broker pushes it to the requester.
+REPLY_MESSAGE_FLAG: Final = "reply"
 
 
 # The properties that ask for a delivery time (5.x timer messages, and the 4.x start deliver

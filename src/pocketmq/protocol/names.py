@@ -35,6 +35,8 @@ TRANS_GROUP: Final = "CID_RMQ_SYS_TRANS"
 # POP checkpoints and acks, one topic per cluster; the group whose offset is the replay start.
 REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
+# Replies of request-reply messages go to the cluster's reply topic (MixAll.getReplyTopic).
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 # The first delay level of a consumer retry (10 s); the n-th retry waits level 3 + n - 1.
@@ -64,6 +66,11 @@ def dlq_topic(group: str) -> str:
 def pop_retry_topic(group: str, topic: str) -> str:
     """The retry topic of a 5.x (POP) group for one topic (KeyBuilder.buildPopRetryTopicV1)."""
     return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+
+
+def reply_topic(cluster: str) -> str:
+    """The topic replies are sent to in a cluster; every broker of it has the topic."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 def revive_topic(cluster: str) -> str:

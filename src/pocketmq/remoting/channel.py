@@ -5,8 +5,11 @@ back (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING
 Responses are matched to requests by ``opaque``; requests that arrive go to a handler which
 returns a response, None (nothing to send), or an awaitable of either. A handler that raises is
 answered with SYSTEM_ERROR and the same opaque; a request code nobody handles is answered with
-REQUEST_CODE_NOT_SUPPORTED by the dispatcher. A frame that breaks the protocol closes the
-connection, after which every pending request fails with ConnectionError.
+REQUEST_CODE_NOT_SUPPORTED by the dispatcher. A one-way request is never answered, whatever
+its handler returns or raises: its sender keeps no opaque to match an answer with (a Java
+client logs every such answer as unmatched), so a refusal is logged here instead. A frame that
+breaks the protocol closes the connection, after which every pending request fails with
+ConnectionError.
 
 Reading pauses while the transport's write buffer is above its high-water mark, so a peer that
 stops reading cannot make us buffer without bound.
@@ -103,7 +106,9 @@ class RemotingChannel(asyncio.Protocol):
 
     def _handle(self, cmd: RemotingCommand) -> None:
         if self.handler is None:
-            self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no handler here"))
+            self._answer(
+                cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no handler here")
+            )
             return
         try:
             result = self.handler(self, cmd)
@@ -115,7 +120,7 @@ class RemotingChannel(asyncio.Protocol):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         elif result is not None:
-            self.send(result)
+            self._answer(cmd, result)
 
     async def _finish(
         self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]
@@ -128,16 +133,23 @@ class RemotingChannel(asyncio.Protocol):
             self._fail(cmd, exc)
             return
         if response is not None:
-            self.send(response)
+            self._answer(cmd, response)
 
     def _fail(self, cmd: RemotingCommand, exc: Exception) -> None:
         if isinstance(exc, RequestError):
-            if not cmd.is_oneway:
-                self.send(cmd.response(exc.code, exc.remark))
+            self._answer(cmd, cmd.response(exc.code, exc.remark))
             return
         log.exception("request code %d from %s failed", cmd.code, self.peer, exc_info=exc)
+        self._answer(cmd, cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    def _answer(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        """Write the response to a request, unless the request was one-way: then a refusal is
+        logged, since nobody waits for it."""
         if not cmd.is_oneway:
-            self.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+            self.send(response)
+        elif response.code != ResponseCode.SUCCESS:
+            log.warning("one-way request code %d from %s refused with code %d: %s",
+                        cmd.code, self.peer, response.code, response.remark)  # fmt: skip
 
     # ------------------------------------------------------------------ out
 

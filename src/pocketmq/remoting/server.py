@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    """Routes a request to the handler registered for its code."""
+    """Routes a request to the handler registered for its code. What it returns for a one-way
+    request (the refusal of an unknown code included) is never written back: the channel
+    drops it (see RemotingChannel)."""
 
     def __init__(self) -> None:
         self.handlers: dict[int, RequestHandler] = {}

@@ -3,55 +3,18 @@ fake clock: the silent one is closed and dropped, the others are told to rebalan
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
+from fake_transport import FakeTransport, connected_channel
 from pocketmq.broker.consumers import ConsumerManager
 from pocketmq.clock import FakeClock
 from pocketmq.protocol.codes import RequestCode
-from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
-from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 
 EXPIRE_MS = 120_000  # BrokerConfig.channel_expired_timeout
 HEARTBEAT = {"groupName": "G", "subscriptionDataSet": [{"topic": "T"}]}
 
 
-class FakeTransport(asyncio.Transport):
-    """Keeps what the broker writes to one client and whether it closed the connection."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 4000) if name == "peername" else default
-
-    def write(self, data: Any) -> None:
-        self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def codes(self) -> list[int]:
-        """Request codes sent to the client so far."""
-        conn = RemotingConnection()
-        conn.receive_data(bytes(self.written))
-        out = []
-        while (cmd := conn.next_command()) is not NEED_DATA:
-            assert isinstance(cmd, RemotingCommand)
-            out.append(cmd.code)
-        return out
-
-
 def client() -> tuple[RemotingChannel, FakeTransport]:
-    channel, transport = RemotingChannel(), FakeTransport()
-    channel.connection_made(transport)
-    return channel, transport
+    return connected_channel()
 
 
 async def test_a_channel_expires_120_seconds_after_its_last_heartbeat() -> None:

@@ -15,6 +15,8 @@ from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
+from pocketmq.errors import RequestError
+from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
 from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
 from pocketmq.store import GetStatus, MessageStore
@@ -146,3 +148,54 @@ async def test_a_held_pull_is_released_when_its_connection_closes(
     found = await asyncio.wait_for(waiting, 5)
     assert found.status is GetStatus.FOUND
     assert decode_message(found.messages[0]).body == b"order-1"
+
+
+async def test_every_stored_message_carries_the_brokers_cluster_region_and_trace_switch(
+    service: MessagingService,
+) -> None:
+    # A producer's CLUSTER (a reply copies its request's) is replaced by this broker's.
+    def msg(body: bytes, queue_id: int) -> MessageExt:
+        return MessageExt(topic=TOPIC, body=body, queue_id=queue_id,
+                          properties={MessageConst.CLUSTER: "X"})  # fmt: skip
+
+    assert (await service.send(msg(b"one", 0))).ok
+    assert (await service.send_batch([msg(b"b0", 1), msg(b"b1", 1)])).ok
+    stored = [
+        decode_message(raw)
+        for queue_id in (0, 1)
+        for raw in service.store.get_message(TOPIC, queue_id, 0, 32).messages
+    ]
+    assert [m.body for m in stored] == [b"one", b"b0", b"b1"]
+    for m in stored:
+        assert m.properties[MessageConst.CLUSTER] == "DefaultCluster"
+        assert m.properties[MessageConst.MSG_REGION] == "DefaultRegion"
+        assert m.properties[MessageConst.TRACE_SWITCH] == "true"
+
+
+async def test_reset_offsets_by_time_never_forward_unless_forced(
+    tmp_path: Path, store: MessageStore, clock: FakeClock
+) -> None:
+    topics = TopicConfigManager(
+        tmp_path / "t.json", cluster="C", broker_name="b", auto_create=True, default_queue_nums=2
+    )
+    topics.load()
+    topics.create_system_if_absent(TOPIC, 2, 6)
+    service = messaging_for(tmp_path, store, topics, ConsumerOffsetManager(tmp_path / "o.json"))
+    for i in range(4):  # queue 0: stored at t, t+1s, t+2s, t+3s
+        assert (await service.send(MessageExt(topic=TOPIC, body=b"m%d" % i, queue_id=0))).ok
+        clock.advance(1000)
+    start = clock.now_ms() - 4000
+    with pytest.raises(RequestError) as err:  # no offset of the group yet
+        service.reset_offsets(GROUP, TOPIC, start, force=False)
+    assert err.value.code == ResponseCode.SYSTEM_ERROR and "not exist" in err.value.remark
+    service.commit_offset(GROUP, TOPIC, 0, 3)
+    service.commit_offset(GROUP, TOPIC, 1, 0)
+    # Back to the message stored at start + 1 s; queue 1 (empty) stays at 0.
+    assert service.reset_offsets(GROUP, TOPIC, start + 1000, force=False) == {0: 1, 1: 0}
+    assert service.reset_offsets(GROUP, TOPIC, start + 3500, force=False) == {0: 3, 1: 0}
+    assert service.reset_offsets(GROUP, TOPIC, start + 3500, force=True) == {0: 4, 1: 0}
+    assert service.reset_offsets(GROUP, TOPIC, -1, force=True) == {0: 4, 1: 0}
+    assert service.committed_offset(GROUP, TOPIC, 0) == 3  # nothing is committed here
+    with pytest.raises(RequestError) as err:
+        service.reset_offsets(GROUP, "Nope", start, force=False)
+    assert err.value.code == ResponseCode.TOPIC_NOT_EXIST

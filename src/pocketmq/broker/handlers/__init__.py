@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.handlers.admin import AdminHandlers
+from pocketmq.broker.handlers.client_admin import ClientAdminHandlers
 from pocketmq.broker.handlers.clients import ClientHandlers
 from pocketmq.broker.handlers.offsets import OffsetHandlers
 from pocketmq.broker.handlers.pull import PullHandlers
 from pocketmq.broker.handlers.query import QueryHandlers
+from pocketmq.broker.handlers.reply import ReplyHandlers
 from pocketmq.broker.handlers.send import SendHandlers
 from pocketmq.broker.handlers.transaction import TransactionHandlers
 from pocketmq.remoting import Dispatcher
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
     """Every request code the broker serves."""
     for family in (SendHandlers, PullHandlers, OffsetHandlers, ClientHandlers, QueryHandlers,
-                   AdminHandlers, TransactionHandlers):  # fmt: skip
+                   AdminHandlers, TransactionHandlers, ReplyHandlers,
+                   ClientAdminHandlers):  # fmt: skip
         for code, handler in family(broker).handlers().items():
             dispatcher.register(code, handler)

@@ -1,5 +1,10 @@
 """Message queries: VIEW_MESSAGE_BY_ID (33) by CommitLog offset and QUERY_MESSAGE (12) by key
-and time range through the index (QueryMessageProcessor)."""
+and time range through the index (QueryMessageProcessor).
+
+A query at most returns ``maxMsgsNumBatch`` (64) records, as RocketMQ's index caps it; one
+flagged ``_UNIQUE_KEY_QUERY`` (a lookup by message id, whose copies a resending producer may
+have stored more than once) returns up to ``defaultQueryMaxNum`` (32), whatever it asked for.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,17 @@ from typing import TYPE_CHECKING
 
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.headers import get_str
+from pocketmq.protocol.headers import get_bool, get_str
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
+
+# MixAll.UNIQUE_MSG_QUERY_FLAG, and MessageStoreConfig's defaultQueryMaxNum and maxMsgsNumBatch.
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+DEFAULT_QUERY_MAX_NUM = 32
+MAX_MSGS_NUM_BATCH = 64
 
 
 class QueryHandlers:
@@ -26,16 +36,22 @@ class QueryHandlers:
         }
 
     def view_message_by_id(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        raw = self.store.select_one_message_by_offset(fields.offset(cmd, "offset"))
+        offset = fields.offset(cmd, "offset")
+        raw = self.store.select_one_message_by_offset(offset)
         if raw is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+            )
         return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     def query_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        max_num = fields.batch_size(cmd, "maxNum", DEFAULT_QUERY_MAX_NUM)
+        if get_bool(cmd, UNIQUE_MSG_QUERY_FLAG):
+            max_num = DEFAULT_QUERY_MAX_NUM
         result = self.store.query_message(
             fields.topic(cmd),
             get_str(cmd, "key"),
-            fields.batch_size(cmd, "maxNum", 32),
+            min(max_num, MAX_MSGS_NUM_BATCH),
             fields.java_long(cmd, "beginTimestamp", 0),
             fields.java_long(cmd, "endTimestamp", fields.JAVA_LONG_MAX),
         )

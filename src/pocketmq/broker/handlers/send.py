@@ -25,6 +25,7 @@ from pocketmq.store import PutResult
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
+    from pocketmq.broker.messaging import MessagingService
 
 # SendMessageRequestHeaderV2 uses one-letter names for the same fields.
 _V2_NAMES = {
@@ -33,6 +34,9 @@ _V2_NAMES = {
     "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
     "n": "brokerName",
 }  # fmt: skip
+_V2_CODES = frozenset(
+    {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
+)
 
 
 def born_host(channel: RemotingChannel) -> tuple[str, int]:
@@ -45,21 +49,21 @@ def born_host(channel: RemotingChannel) -> tuple[str, int]:
         return "127.0.0.1", 0
 
 
-def put_response(cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+def put_response(
+    cmd: RemotingCommand, result: PutResult, queue_id: int, region: dict[str, str]
+) -> RemotingCommand:
     code, remark = PUT_STATUS_CODES[result.status]
     if result.detail and code != ResponseCode.SUCCESS:
         remark = f"{remark} {result.detail}".strip()
-    if not result.phy_offsets:
-        return cmd.response(code, remark or None)
-    return cmd.response(
-        code,
-        remark or None,
-        ext_fields={
+    # A Java producer reads these into SendResult.regionId and traceOn.
+    ext: dict[str, object] = dict(region)
+    if result.phy_offsets:
+        ext |= {
             "msgId": ",".join(result.msg_ids),
             "queueId": queue_id,
             "queueOffset": result.queue_offset,
-        },
-    )
+        }
+    return cmd.response(code, remark or None, ext_fields=ext)
 
 
 def unbatch(base: MessageExt) -> list[MessageExt]:
@@ -87,6 +91,39 @@ def unbatch(base: MessageExt) -> list[MessageExt]:
     return msgs
 
 
+def sent_message(messaging: MessagingService, channel: RemotingChannel,
+                 cmd: RemotingCommand) -> MessageExt:  # fmt: skip
+    """The message a send request (V1 or V2 header, a send or a reply) carries, with its topic
+    resolved (auto-created when allowed) and its queue chosen, as RocketMQ's msgCheck does.
+
+    Raises:
+        RequestError: a bad field, a topic that cannot be sent to, a queue it does not have.
+    """
+    # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
+    if cmd.code in _V2_CODES:
+        cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
+    # RocketMQ answers SYSTEM_ERROR to a send naming an invalid topic (msgCheck).
+    topic = fields.topic(cmd, code=ResponseCode.SYSTEM_ERROR)
+    cfg = messaging.topic_for_send(
+        topic,
+        get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
+        fields.queue_nums(cmd, "defaultTopicQueueNums", messaging.config.default_topic_queue_nums),
+    )
+    queue_id = messaging.write_queue(cfg, fields.queue_id(cmd, allow_any=True, default=ANY_QUEUE))
+    return MessageExt(
+        topic=topic,
+        body=cmd.body,
+        queue_id=queue_id,
+        flag=fields.java_int(cmd, "flag", 0),
+        properties=decode_properties(get_str(cmd, "properties", "")),
+        sys_flag=fields.java_int(cmd, "sysFlag", 0),
+        born_timestamp=fields.timestamp_ms(cmd, "bornTimestamp", 0),
+        born_host=born_host(channel),
+        store_host=messaging.store_host,
+        reconsume_times=fields.java_int(cmd, "reconsumeTimes", 0),
+    )
+
+
 class SendHandlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -101,38 +138,13 @@ class SendHandlers:
         }
 
     async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
-        if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
-        # RocketMQ answers SYSTEM_ERROR to a send naming an invalid topic (msgCheck).
-        topic = fields.topic(cmd, code=ResponseCode.SYSTEM_ERROR)
-        default_nums = self.broker.config.default_topic_queue_nums
-        cfg = self.messaging.topic_for_send(
-            topic,
-            get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
-            fields.queue_nums(cmd, "defaultTopicQueueNums", default_nums),
-        )
-        queue_id = self.messaging.write_queue(
-            cfg, fields.queue_id(cmd, allow_any=True, default=ANY_QUEUE)
-        )
-        base = MessageExt(
-            topic=topic,
-            body=cmd.body,
-            queue_id=queue_id,
-            flag=fields.java_int(cmd, "flag", 0),
-            properties=decode_properties(get_str(cmd, "properties", "")),
-            sys_flag=fields.java_int(cmd, "sysFlag", 0),
-            born_timestamp=fields.timestamp_ms(cmd, "bornTimestamp", 0),
-            born_host=born_host(channel),
-            store_host=self.messaging.store_host,
-            reconsume_times=fields.java_int(cmd, "reconsumeTimes", 0),
-        )
+        base = sent_message(self.messaging, channel, cmd)
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
             result = await self.messaging.send_batch(unbatch(base))
         else:
             max_times = fields.java_int(cmd, "maxReconsumeTimes", -1)
             result = await self.messaging.send(base, max_times if max_times >= 0 else None)
-        return put_response(cmd, result, queue_id)
+        return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
 
     async def consumer_send_msg_back(
         self, channel: RemotingChannel, cmd: RemotingCommand

@@ -1,0 +1,79 @@
+"""RemotingChannel answers requests, never one-way ones: whatever the handler returns or
+raises, and for codes nobody serves, a one-way request gets no frame back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fake_transport import connected_channel
+from pocketmq.errors import RequestError
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.remoting import FLAG_ONEWAY, RemotingCommand
+from pocketmq.remoting import Dispatcher, RemotingChannel
+
+OK, REFUSE, RAISE, ASYNC_OK, ASYNC_RAISE, UNKNOWN = 9001, 9002, 9003, 9004, 9005, 9099
+
+
+def _dispatcher() -> Dispatcher:
+    d = Dispatcher()
+    d.register(OK, lambda ch, cmd: cmd.response(ResponseCode.SUCCESS, "ok"))
+    d.register(REFUSE, lambda ch, cmd: cmd.response(ResponseCode.NO_PERMISSION, "no"))
+
+    def raises(ch: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("boom")
+
+    async def async_ok(ch: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(0)
+        return cmd.response(ResponseCode.SUCCESS, "later")
+
+    async def async_raises(ch: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, "refused later")
+
+    d.register(RAISE, raises)
+    d.register(ASYNC_OK, async_ok)
+    d.register(ASYNC_RAISE, async_raises)
+    return d
+
+
+def _frame(code: int, opaque: int, *, oneway: bool) -> bytes:
+    cmd = RemotingCommand.request(code)
+    cmd.opaque = opaque
+    if oneway:
+        cmd.flag |= FLAG_ONEWAY
+    return cmd.encode()
+
+
+@pytest.mark.parametrize("code", [OK, REFUSE, RAISE, ASYNC_OK, ASYNC_RAISE, UNKNOWN])
+async def test_a_oneway_request_gets_no_frame_back_a_normal_one_does(code: int) -> None:
+    channel, transport = connected_channel(_dispatcher())
+    channel.data_received(_frame(code, 7, oneway=True) + _frame(OK, 8, oneway=False))
+    await asyncio.gather(*channel._tasks)
+    sent = transport.commands()
+    assert [(c.opaque, c.code, c.is_response) for c in sent] == [(8, ResponseCode.SUCCESS, True)]
+
+
+@pytest.mark.parametrize(
+    ("code", "answer"),
+    [
+        (REFUSE, ResponseCode.NO_PERMISSION),
+        (RAISE, ResponseCode.SYSTEM_ERROR),
+        (ASYNC_OK, ResponseCode.SUCCESS),
+        (ASYNC_RAISE, ResponseCode.SYSTEM_ERROR),
+        (UNKNOWN, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
+    ],
+)
+async def test_a_normal_request_is_answered_with_its_opaque(code: int, answer: int) -> None:
+    channel, transport = connected_channel(_dispatcher())
+    channel.data_received(_frame(code, 5, oneway=False))
+    await asyncio.gather(*channel._tasks)
+    assert [(c.opaque, c.code) for c in transport.commands()] == [(5, answer)]
+
+
+async def test_a_channel_without_handler_answers_only_normal_requests() -> None:
+    channel, transport = connected_channel()
+    channel.data_received(_frame(OK, 1, oneway=True) + _frame(OK, 2, oneway=False))
+    assert [(c.opaque, c.code) for c in transport.commands()] == [
+        (2, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+    ]
