@@ -29,6 +29,7 @@ import contextlib
 import functools
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -147,10 +148,13 @@ class Bench:
     async def check_phase(self) -> CheckResult:
         k, spread_s = self.args.checks, self.args.spread_s
         consumed_ms: dict[str, float] = {}
+        deliveries = 0
         all_consumed = asyncio.Event()
 
         async def on_messages(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
+            nonlocal deliveries
             now_ms = time.time() * 1000
+            deliveries += len(msgs)
             for m in msgs:
                 consumed_ms.setdefault(m.uniq_key or m.msg_id, now_ms)
             if len(consumed_ms) >= k:
@@ -181,7 +185,8 @@ class Bench:
             all_s = time.perf_counter() - start
         checked = {t: at for t, at in self.listener.checked_ms.items() if t in ids}
         late = [at - self.listener.born_ms[t] - self.args.timeout_ms for t, at in checked.items()]
-        last_due = max(self.listener.born_ms[t] for t in checked) + self.args.timeout_ms
+        last_due = max((self.listener.born_ms[t] for t in checked), default=0)
+        last_due += self.args.timeout_ms
         return CheckResult(
             sent=k,
             sent_s=sent_s,
@@ -190,9 +195,10 @@ class Bench:
             stray_checks=sum(n for t, n in self.listener.checks.items() if t not in ids),
             consumed=sum(1 for t in consumed_ms if t in ids),
             foreign=sum(1 for t in consumed_ms if t not in ids),
+            duplicates=deliveries - len(consumed_ms),
             lateness_ms=sorted(late),
             all_consumed_s=all_s if all_consumed.is_set() else None,
-            after_last_due_ms=max(consumed_ms.values()) - last_due if consumed_ms else None,
+            after_last_due_ms=max(consumed_ms.values()) - last_due if checked else None,
             check_to_consumed_ms=sorted(
                 consumed_ms[t] - at for t, at in checked.items() if t in consumed_ms
             ),
@@ -241,6 +247,7 @@ class CheckResult:
     stray_checks: int  # checks of the throughput phases' halves: none expected
     consumed: int
     foreign: int  # consumed messages that are none of the K: none expected
+    duplicates: int  # deliveries beyond the first of a message: none expected
     lateness_ms: list[float]  # ascending
     all_consumed_s: float | None  # from the first half sent; None: not all within the wait
     after_last_due_ms: float | None  # last consumed - (last half born + timeout)
@@ -251,7 +258,7 @@ class CheckResult:
         return (
             f"{self.checked}/{self.sent} checked, {self.consumed} consumed, "
             f"{self.extra_checks} extra checks, {self.stray_checks} stray, {self.foreign} "
-            f"foreign; lateness p50 "
+            f"foreign, {self.duplicates} duplicates; lateness p50 "
             f"{percentile(late, 0.5):.0f} p99 {percentile(late, 0.99):.0f} max "
             f"{late[-1] if late else float('nan'):.0f} ms, early {sum(x < 0 for x in late)}"
         )
@@ -292,8 +299,8 @@ def print_tables(
     print("| figure | value |\n|---|---|")
     print(f"| checked / consumed (of {check.sent}) | {check.checked} / {check.consumed} |")
     print(
-        f"| extra checks, checks of throughput halves, foreign messages consumed "
-        f"| {check.extra_checks}, {check.stray_checks}, {check.foreign} |"
+        f"| extra checks, checks of throughput halves, foreign and duplicate deliveries "
+        f"| {check.extra_checks}, {check.stray_checks}, {check.foreign}, {check.duplicates} |"
     )
     print(
         f"| lateness p50 / p99 / max | {percentile(late, 0.5):.0f} / "
@@ -345,9 +352,18 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     print_tables(results, check, args)
+    failures = [
+        f"{name}: {r.lost} committed messages missing" for name, r in results.items() if r.lost
+    ]
+    if check.checked < check.sent or check.consumed < check.sent:
+        failures.append(f"check-back: {check.checked} checked, {check.consumed} consumed")
+    if check.foreign or check.duplicates:
+        failures.append(f"check-back: {check.foreign} foreign, {check.duplicates} duplicates")
     if args.profile:
         for path in sorted(args.profile.glob("*.txt")):
             print(f"\n== {path.name}\n{report(parse(path), 8)}")
+    if failures:
+        sys.exit("FAILED: " + "; ".join(failures))
 
 
 if __name__ == "__main__":
