@@ -45,6 +45,7 @@ from harness import (
     Meter,
     PhaseResult,
     ServeProcess,
+    add_send_arguments,
     fmt_result,
     py_spy,
     timed_calls,
@@ -391,12 +392,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> dict[str, dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=20_000, help="messages per send phase")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes")
-    parser.add_argument(
-        "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
-        help="in-flight sends of each send phase, comma-separated",
-    )  # fmt: skip
+    add_send_arguments(parser)
     parser.add_argument("--batch", type=int, default=32, help="messages per batch and per pull")
     parser.add_argument(
         "--readers", type=int, default=4, help="Redis consumers in the group (pocketmq: 4 queues)"

@@ -1,12 +1,14 @@
 """What the benchmarks that drive a ``pocketmq serve`` subprocess share: starting and stopping
 it, the CPU time of a process from /proc/<pid>/stat, nearest-rank percentiles, a per-phase
-meter and its one-line summary, N concurrent timed calls, and py-spy recording.
+meter and its one-line summary, N concurrent timed calls, py-spy recording, and the options of
+the send phases.
 
 Used by client_bench.py, grpc_bench.py and transaction_bench.py. No workload here. Linux only.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -23,6 +25,16 @@ import orjson
 
 READY_TIMEOUT_S = 30.0
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def add_send_arguments(parser: argparse.ArgumentParser) -> None:
+    """--count, --size and --concurrency, as the send phases of every benchmark read them."""
+    parser.add_argument("--count", type=int, default=20_000, help="messages per send phase")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument(
+        "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
+        help="in-flight sends of each send phase, comma-separated",
+    )  # fmt: skip
 
 
 def process_cpu_s(pid: int) -> float:

@@ -44,6 +44,7 @@ from harness import (
     Meter,
     PhaseResult,
     ServeProcess,
+    add_send_arguments,
     fmt_result,
     percentile,
     py_spy,
@@ -321,12 +322,7 @@ def print_tables(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=20_000, help="messages per send phase")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes")
-    parser.add_argument(
-        "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
-        help="in-flight sends of each send phase, comma-separated",
-    )  # fmt: skip
+    add_send_arguments(parser)
     parser.add_argument("--checks", type=int, default=200, help="halves left to the check-back")
     parser.add_argument(
         "--spread-s", type=float, default=2.0, help="seconds over which those halves are sent"
