@@ -38,6 +38,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/delay_bench.py
 	$(BIN)/python bench/sql_filter_bench.py
+	$(BIN)/python bench/transaction_bench.py
 	$(BIN)/python bench/spark_bench.py
 	$(BIN)/python bench/fuzz_edges.py
 

@@ -30,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ import redis.asyncio as aioredis
 import uvloop
 from redis.typing import EncodableT, FieldT
 
+from harness import (
+    READY_TIMEOUT_S,
+    Meter,
+    PhaseResult,
+    ServeProcess,
+    add_send_arguments,
+    fmt_result,
+    py_spy,
+    timed_calls,
+)
 from pocketmq.client import (
     ConsumeContext,
     ConsumeFromWhere,
@@ -54,9 +64,7 @@ from profile_summary import parse, report
 TOPIC = "BenchTopic"
 E2E_TOPIC = "BenchE2E"
 STAMP_PROPERTY = "BENCH_SENT_NS"  # perf_counter_ns() at send; producer and consumer share a clock
-READY_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 60.0
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 # Called by a consumer for each message, with its send stamp (None for unstamped messages).
 OnMessage = Callable[[int | None], None]
@@ -67,61 +75,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process (every thread), in seconds."""
-    # The command name in field 2 may hold spaces: split after its closing parenthesis.
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    index = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
-    return sorted_values[index]
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseResult:
-    messages: int
-    msgs_per_s: float
-    server_cpu_us_per_msg: float
-    client_cpu_us_per_msg: float
-    p50_ms: float | None = None
-    p99_ms: float | None = None
-    max_ms: float | None = None
-    lost: int = 0
-
-
-class Meter:
-    """Wall time and CPU time of the server and of this process over one phase."""
-
-    def __init__(self, server_pid: int) -> None:
-        self.server_pid = server_pid
-        self.wall0 = time.perf_counter()
-        self.server0 = process_cpu_s(server_pid)
-        self.client0 = time.process_time()
-
-    def result(
-        self, messages: int, latencies_ms: list[float] | None = None, *, lost: int = 0
-    ) -> PhaseResult:
-        wall = time.perf_counter() - self.wall0
-        server = process_cpu_s(self.server_pid) - self.server0
-        client = time.process_time() - self.client0
-        lat = sorted(latencies_ms or [])
-        return PhaseResult(
-            messages=messages,
-            msgs_per_s=messages / wall,
-            server_cpu_us_per_msg=server * 1e6 / messages,
-            client_cpu_us_per_msg=client * 1e6 / messages,
-            p50_ms=percentile(lat, 0.50) if lat else None,
-            p99_ms=percentile(lat, 0.99) if lat else None,
-            max_ms=lat[-1] if lat else None,
-            lost=lost,
-        )
 
 
 # ---------------------------------------------------------------------- the systems under test
@@ -166,50 +119,6 @@ class System(abc.ABC):
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-class ServeProcess:
-    """``pocketmq serve`` on free ports in ``workdir``; ``ports`` is its ready file (namesrv,
-    broker, grpc). Shared with grpc_bench.py."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        ready = workdir / "ready.json"
-        self.log_path = workdir / "serve.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pocketmq.cli", "serve", "--store", str(workdir / "store"),
-                 "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0",
-                 "--ready-file", str(ready)],
-                stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                env={**os.environ, "HOME": str(workdir)},  # client offsets and logs stay here
-            )  # fmt: skip
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"pocketmq serve did not start:\n{self.log_path.read_text()}")
-            time.sleep(0.02)
-        self.ports: dict[str, int] = orjson.loads(ready.read_bytes())
-
-    def admin(self, *command: str) -> None:
-        namesrv = f"127.0.0.1:{self.ports['namesrv']}"
-        subprocess.run(
-            [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *command],
-            check=True, capture_output=True, timeout=60, cwd=self.workdir,
-            env={**os.environ, "HOME": str(self.workdir)},
-        )  # fmt: skip
-
-    def stop(self) -> int | None:
-        """SIGTERM and wait; returns the exit code (None when it had to be killed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
 
 
 class PocketMQ(System):
@@ -343,19 +252,8 @@ class RedisStreams(System):
 
 
 async def send_phase(system: System, body: bytes, count: int, concurrency: int) -> PhaseResult:
-    latencies_ms: list[float] = []
-    remaining = count
-
-    async def sender() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            t0 = time.perf_counter()
-            await system.send(TOPIC, body)
-            latencies_ms.append((time.perf_counter() - t0) * 1000)
-
     meter = Meter(system.pid)
-    await asyncio.gather(*(sender() for _ in range(concurrency)))
+    latencies_ms = await timed_calls(lambda: system.send(TOPIC, body), count, concurrency)
     return meter.result(count, latencies_ms)
 
 
@@ -416,29 +314,6 @@ async def e2e_phase(system: System, body: bytes, rate: float, seconds: float) ->
         return meter.result(count, counter.latencies_ms, lost=count - len(counter.latencies_ms))
 
 
-@contextlib.contextmanager
-def py_spy(pid: int, output: Path | None) -> Iterator[None]:
-    """Record a raw py-spy profile of ``pid`` to ``output`` while the block runs (if given).
-
-    Only the thread holding the GIL is sampled (``--gil``): threads parked on a lock or the
-    event loop in epoll would otherwise fill the profile with waiting.
-    """
-    if output is None:
-        yield
-        return
-    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
-    proc = subprocess.Popen(
-        [exe, "record", "--pid", str(pid), "--gil", "--format", "raw", "--output", str(output)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    time.sleep(1.0)  # let it attach before the phase starts
-    try:
-        yield
-    finally:
-        proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-        proc.wait(60)
-
-
 async def run_system(system: System, args: argparse.Namespace) -> dict[str, PhaseResult]:
     body = os.urandom(args.size)
     results: dict[str, PhaseResult] = {}
@@ -466,18 +341,6 @@ async def run_system(system: System, args: argparse.Namespace) -> dict[str, Phas
 
 
 # ---------------------------------------------------------------------- reporting
-
-
-def fmt_result(r: PhaseResult) -> str:
-    text = (
-        f"{r.msgs_per_s:>9,.0f} msgs/s  server {r.server_cpu_us_per_msg:6.1f} µs/msg  "
-        f"client {r.client_cpu_us_per_msg:6.1f} µs/msg"
-    )
-    if r.p50_ms is not None:
-        text += f"  p50 {r.p50_ms:.3f} ms  p99 {r.p99_ms:.3f} ms  max {r.max_ms:.3f} ms"
-    if r.lost:
-        text += f"  LOST {r.lost}"
-    return text
 
 
 def comparison_rows(
@@ -529,12 +392,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> dict[str, dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=20_000, help="messages per send phase")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes")
-    parser.add_argument(
-        "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
-        help="in-flight sends of each send phase, comma-separated",
-    )  # fmt: skip
+    add_send_arguments(parser)
     parser.add_argument("--batch", type=int, default=32, help="messages per batch and per pull")
     parser.add_argument(
         "--readers", type=int, default=4, help="Redis consumers in the group (pocketmq: 4 queues)"

@@ -36,15 +36,8 @@ from typing import IO, Any
 
 import uvloop
 
-from client_bench import (
-    TOPIC,
-    PhaseResult,
-    PocketMQ,
-    ServeProcess,
-    consume_phase,
-    fmt_result,
-    send_phase,
-)
+from client_bench import TOPIC, PocketMQ, consume_phase, send_phase
+from harness import PhaseResult, ServeProcess, fmt_result
 from profile_summary import parse, report
 
 CLIENT_SCRIPT = Path(__file__).with_name("grpc_bench_client.py")

@@ -116,21 +116,33 @@ class LocalOffsetStore(_MemoryOffsets):
         super().__init__()
         self.path = base_dir / client_id.replace(":", "_") / group / "offsets.json"
 
-    async def load(self) -> None:
+    def _read_file(self) -> dict[MessageQueue, int]:
         try:
             data = read_json(self.path)
         except PocketMQError as exc:
             raise ClientError(f"cannot read local offsets {self.path}: {exc}") from exc
         if not data:
-            return
+            return {}
         try:
-            for item in data.get("offsetTable", []):
-                self.offsets[MessageQueue.from_json(item)] = int(item["offset"])
+            return {
+                MessageQueue.from_json(item): int(item["offset"])
+                for item in data.get("offsetTable", [])
+            }
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"malformed local offsets {self.path}: {exc}") from exc
 
+    async def load(self) -> None:
+        self.offsets.update(await asyncio.to_thread(self._read_file))
+
     async def read_from_store(self, mq: MessageQueue) -> int:
-        return self.offsets.get(mq, -1)
+        """The offset the file holds (LocalFileOffsetStore's READ_FROM_STORE): a queue taken
+        again after a rebalance or a restart starts where this client last persisted it, not
+        from what memory dropped when the queue was released."""
+        offset = (await asyncio.to_thread(self._read_file)).get(mq)
+        if offset is None:
+            return -1
+        self.update(mq, offset, increase_only=False)
+        return offset
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         wanted = set(mqs)

@@ -188,6 +188,10 @@ def test_local_offset_store_round_trip(tmp_path: Path) -> None:
         await again.load()
         assert await again.read_from_store(mq) == 42
         assert await again.read_from_store(MessageQueue("T", "b", 0)) == -1
+        # A queue taken again drops what memory held; the file still says where to resume.
+        again.remove(mq)
+        assert await again.read_from_store(mq) == 42
+        assert again.offsets[mq] == 42
         again.path.write_text("[1, 2")
         again.path.with_name("offsets.json.bak").unlink(missing_ok=True)
         with pytest.raises(ClientError, match="offsets"):
