@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 from server_procs import ServerProcess
 
-from client_bench import process_cpu_s
+from harness import process_cpu_s
 from pocketmq.client import Producer, message
 from pocketmq.filter import compile_sql92
 from pocketmq.protocol.codes import RequestCode, ResponseCode
