@@ -3,7 +3,8 @@ it, the CPU time of a process from /proc/<pid>/stat, nearest-rank percentiles, a
 meter and its one-line summary, N concurrent timed calls, py-spy recording, and the options of
 the send phases.
 
-Used by client_bench.py, grpc_bench.py, transaction_bench.py and sql_filter_bench.py. No workload here. Linux only.
+Used by client_bench.py, grpc_bench.py, transaction_bench.py and sql_filter_bench.py. No
+workload here. Linux only.
 """
 
 from __future__ import annotations
