@@ -29,6 +29,10 @@ from server_procs import ServerProcess
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.remoting import RemotingClient
 
 pytestmark = pytest.mark.integration
 TIMEOUT_S = 10
@@ -36,15 +40,20 @@ META = (("x-mq-client-id", "test-client@1@0@abc"), ("x-mq-request-id", str(uuid.
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("serve")
     proc = ServerProcess(
         "serve", workdir, "--namesrv-port", "0", "--broker-port", "0", listen=False
     )
     try:
-        yield f"127.0.0.1:{proc.ready['grpc']}"
+        yield proc
     finally:
         assert proc.stop() == 0, proc.log_path.read_text()
+
+
+@pytest.fixture(scope="module")
+def server(serve: ServerProcess) -> str:
+    return f"127.0.0.1:{serve.ready['grpc']}"
 
 
 @pytest.fixture
@@ -480,3 +489,35 @@ async def test_namespaces_prefix_topics_and_groups(channel: grpc.aio.Channel) ->
         metadata=META, timeout=TIMEOUT_S,
     )  # fmt: skip
     assert ack.status.code == pb.OK
+
+
+async def test_a_group_that_may_not_consume_receives_nothing(
+    channel: grpc.aio.Channel, serve: ServerProcess
+) -> None:
+    """consumeEnable off refuses a 5.x receive as it refuses a 4.x pull (PopMessageProcessor)."""
+    stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+    assert (await send(stub, message())).status.code == pb.OK
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(
+            f"127.0.0.1:{serve.ready['broker']}",
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
+                json_body.dumps({"groupName": "GID_DISABLED", "consumeEnable": False}),
+            ),
+            TIMEOUT_S,
+        )  # fmt: skip
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    finally:
+        await client.close()
+    request = svc.ReceiveMessageRequest(
+        group=pb.Resource(name="GID_DISABLED"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcTopic"), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=4, invisible_duration=Duration(seconds=15),
+        long_polling_timeout=Duration(nanos=200_000_000),
+    )  # fmt: skip
+    stream = stub.ReceiveMessage(request, metadata=META, timeout=TIMEOUT_S)
+    statuses = [r.status async for r in stream]
+    assert [s.code for s in statuses] == [pb.FORBIDDEN]
+    assert "subscription group no permission" in statuses[0].message

@@ -121,6 +121,19 @@ class MessagingService:
             )
         return sub
 
+    def consuming_group(self, group: str) -> SubscriptionGroupConfig:
+        """The group a pull or a pop reads for: it must exist and have consumeEnable on.
+
+        Raises:
+            RequestError: SUBSCRIPTION_GROUP_NOT_EXIST, or NO_PERMISSION (consumeEnable off).
+        """
+        sub = self.group(group)
+        if not sub.consume_enable:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+            )
+        return sub
+
     def topic(self, topic: str) -> TopicConfig:
         """Raises: RequestError: TOPIC_NOT_EXIST."""
         cfg = self.topics.get(topic)
@@ -384,11 +397,7 @@ class MessagingService:
                 FILTER_DATA_NOT_EXIST.
         """
         self.check_readable()
-        sub_group = self.group(group)
-        if not sub_group.consume_enable:
-            raise RequestError(
-                ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
-            )
+        sub_group = self.consuming_group(group)
         self.readable_queue(topic, queue_id)
         if carried is not None:
             return self.subscription(carried)

@@ -62,6 +62,7 @@ class ConsumeActivity(Activity):
         topic = convert.check_topic(request.message_queue.topic)
         group = convert.wrap(request.group)
         policy = self._group_policy(group)
+        self.messaging.consuming_group(group)
         check_batch_size(request.batch_size, "batch_size")
         config = self.broker.config
         if request.auto_renew:
