@@ -220,6 +220,11 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         "topic": "FuzzT0", "group": "FuzzG0", "timestamp": 1_700_000_000_000, "isForce": "false",
     },
     RequestCode.GET_CONSUMER_RUNNING_INFO: {"consumerGroup": "FuzzG0", "clientId": "fuzz@1"},
+    RequestCode.END_TRANSACTION: {
+        "producerGroup": "FuzzPG", "tranStateTableOffset": 0, "commitLogOffset": 0,
+        "commitOrRollback": 8, "fromTransactionCheck": "false",
+        "msgId": "7F00000100002A9F0000000000000000", "transactionId": "fuzz-tx",
+    },
     RequestCode.CONSUME_MESSAGE_DIRECTLY: {
         "consumerGroup": "FuzzG0", "clientId": "fuzz@1",
         "msgId": "7F00000100002A9F0000000000000000",
@@ -232,6 +237,7 @@ _EXTRA_FIELDS = ("batch", "unitMode", "topicList", "topic", "order", "key", "max
 _PROPERTY_KEYS = (
     "TAGS", "KEYS", "DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "UNIQ_KEY",
     "WAIT", "RETRY_TOPIC", "MAX_RECONSUME_TIMES", "__STARTDELIVERTIME", "REAL_TOPIC",
+    "TRAN_MSG", "PGROUP", "CHECK_IMMUNITY_TIME_IN_SECONDS", "REPLY_TO_CLIENT", "CORRELATION_ID",
 )  # fmt: skip
 
 
