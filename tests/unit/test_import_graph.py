@@ -1,7 +1,8 @@
 """The package layering of STYLE.md, read from the source: imports point downwards.
 
 - ``protocol`` is sans-IO: no asyncio, sockets, files or clocks, and nothing of ours but
-  ``errors``; so is ``filter`` (the SQL92 selector).
+  ``errors``; so is ``filter`` (the SQL92 selector). One exception: ``protocol.native``, the
+  boundary to the C extension, imports ``pocketmq._speedups`` and reads ``os.environ``.
 - ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
 - Nothing imports ``cli``.
@@ -93,17 +94,40 @@ def _package(module: str) -> str:
     return ".".join(parts[:2])
 
 
+# The native boundary's extra imports: os for POCKETMQ_PURE_PYTHON, and `from pocketmq import
+# _speedups`, which reads as "pocketmq" here (the extension is no .py module); the test below
+# holds both to exactly that.
+_NATIVE_BOUNDARY = "pocketmq.protocol.native"
+_NATIVE_BOUNDARY_IMPORTS = frozenset({"pocketmq", "os"})
+
+
 def test_protocol_does_no_io_and_imports_nothing_above_it() -> None:
     for module in _modules():
         if not module.startswith("pocketmq.protocol"):
             continue
         for imported in _imports(module):
+            if module == _NATIVE_BOUNDARY and imported in _NATIVE_BOUNDARY_IMPORTS:
+                continue
             top = imported.split(".")[0]
             assert top not in _IO_MODULES, f"{module} imports {imported}"
             if top == "pocketmq":
                 assert _package(imported) in ("pocketmq.protocol", "pocketmq.errors"), (
                     f"{module} imports {imported}"
                 )
+
+
+def test_the_native_boundary_imports_only_the_extension_and_the_environment() -> None:
+    tree = ast.parse(_modules()[_NATIVE_BOUNDARY].read_text())
+    from_pocketmq = {
+        alias.name
+        for node in _runtime_imports(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "pocketmq"
+        for alias in node.names
+    }
+    assert from_pocketmq == {"_speedups"}
+    os_uses = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.value, ast.Name) and node.value.id == "os"}  # fmt: skip
+    assert os_uses == {"environ"}
 
 
 def test_filter_does_no_io_and_imports_only_errors() -> None:

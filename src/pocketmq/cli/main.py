@@ -14,6 +14,7 @@ from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
+from pocketmq.protocol import native
 
 T = TypeVar("T")
 
@@ -28,7 +29,11 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="pocketmq")
+@click.version_option(
+    __version__,
+    prog_name="pocketmq",
+    message=f"%(prog)s, version %(version)s, {native.DESCRIPTION}",
+)
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def cli(verbose: int) -> None:
     """pocketmq: a RocketMQ-compatible message broker."""

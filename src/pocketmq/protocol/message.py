@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pocketmq.errors import ProtocolError
+from pocketmq.protocol import native
 
 # Anything records are decoded from: bytes, or a mapped segment.
 ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
@@ -163,7 +164,11 @@ def delay_property(properties: dict[str, str]) -> str | None:
     return None
 
 
-def encode_properties(properties: dict[str, str]) -> str:
+# The four functions below are the pure-Python references of pocketmq._speedups; the public
+# names (bound by native.select) are the ones to call.
+
+
+def encode_properties_py(properties: dict[str, str]) -> str:
     """Encode properties as RocketMQ does, with a trailing separator after each pair."""
     if not properties:
         return ""
@@ -172,7 +177,7 @@ def encode_properties(properties: dict[str, str]) -> str:
     )
 
 
-def decode_properties(text: str) -> dict[str, str]:
+def decode_properties_py(text: str) -> dict[str, str]:
     """Decode a properties string; pairs without a name/value separator are skipped."""
     result: dict[str, str] = {}
     if not text:
@@ -193,7 +198,7 @@ _MAX_POW: Final = 4096
 _POWERS_DESC: Final = [pow(31, k, 1 << 32) for k in range(_MAX_POW - 1, -1, -1)]
 
 
-def java_string_hash(s: str) -> int:
+def java_string_hash_py(s: str) -> int:
     """Java's String.hashCode (signed 32-bit) over the UTF-16 code units of s."""
     codes: bytes | tuple[int, ...]
     if s.isascii():
@@ -211,7 +216,7 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def java_string_hash_concat(prefix_hash: int, s: str) -> int:
+def java_string_hash_concat_py(prefix_hash: int, s: str) -> int:
     """hashCode of prefix + s from the prefix's hashCode, hashing only s."""
     if not s.isascii():
         raw = s.encode("utf-16-be")
@@ -219,8 +224,16 @@ def java_string_hash_concat(prefix_hash: int, s: str) -> int:
     else:
         n = len(s)
     power = pow(31, n, 1 << 32) if n >= _MAX_POW else _POWERS_DESC[_MAX_POW - 1 - n]
-    h = ((prefix_hash & _MASK32) * power + (java_string_hash(s) & _MASK32)) & _MASK32
+    h = ((prefix_hash & _MASK32) * power + (java_string_hash_py(s) & _MASK32)) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+encode_properties: Final = native.select("encode_properties", encode_properties_py)
+decode_properties: Final = native.select("decode_properties", decode_properties_py)
+java_string_hash: Final = native.select("java_string_hash", java_string_hash_py)
+java_string_hash_concat: Final = native.select(
+    "java_string_hash_concat", java_string_hash_concat_py
+)
 
 
 _TAGS_CODE_CACHE: dict[str, int] = {}

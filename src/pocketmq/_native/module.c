@@ -1,0 +1,69 @@
+/* pocketmq._speedups: the module object, its method table and the reference registry.
+ *
+ * The registry is a plain dict, REFERENCES, that pocketmq.protocol.native fills with the
+ * pure-Python functions; the native functions fall back to them for input off the fast path.
+ */
+#include "speedups.h"
+
+/* A strong reference held for the life of the process, like the module itself. */
+static PyObject *references;
+
+PyObject *
+pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
+{
+    PyObject *ref = PyDict_GetItemString(references, name);
+    if (ref == NULL) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "pocketmq._speedups: no reference implementation registered for %s",
+                     name);
+        return NULL;
+    }
+    return PyObject_Vectorcall(ref, args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"java_string_hash", (PyCFunction)(void (*)(void))pmq_java_string_hash,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Java's String.hashCode (signed 32-bit) over the UTF-16 code units of s."},
+    {"java_string_hash_concat", (PyCFunction)(void (*)(void))pmq_java_string_hash_concat,
+     METH_FASTCALL | METH_KEYWORDS,
+     "hashCode of prefix + s from the prefix's hashCode, hashing only s."},
+    {"encode_properties", (PyCFunction)(void (*)(void))pmq_encode_properties,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Encode properties as RocketMQ does, with a trailing separator after each pair."},
+    {"decode_properties", (PyCFunction)(void (*)(void))pmq_decode_properties,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Decode a properties string; pairs without a name/value separator are skipped."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pocketmq._speedups",
+    .m_doc = "Native implementations of pocketmq's per-message hot path. Use them through "
+             "pocketmq.protocol.native, which registers the pure-Python references.",
+    .m_size = -1,
+    .m_methods = speedups_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (references == NULL) {
+        references = PyDict_New();
+        if (references == NULL) {
+            Py_DECREF(module);
+            return NULL;
+        }
+    }
+    if (PyModule_AddObjectRef(module, "REFERENCES", references) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
