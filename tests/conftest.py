@@ -7,10 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # A broker store preallocates about 1.5 GiB (a 1 GiB CommitLog segment, the index, consume
 # queues); a full run starts dozens of servers, which would fill the CI disk.
 _STORE_DIRS = ("commitlog", "consumequeue", "index")
+
+# bench/native_check.sh runs tests under ASan and valgrind, tens of times slower: no deadlines.
+settings.register_profile(
+    "sanitizer", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=50
+)
 
 
 @pytest.fixture(autouse=True)

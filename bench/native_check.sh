@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Runs the tests of pocketmq._speedups under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then under valgrind's memcheck. Not part of `make test` (minutes, not seconds); run it after
+# changing src/pocketmq/_native: `make native-check` or `bench/native_check.sh [pytest args]`.
+#
+# Each run copies src/pocketmq to a temp dir, builds the extension there with its own flags and
+# puts that copy first on PYTHONPATH, so the worktree's own build is left alone. PYTHONMALLOC=
+# malloc makes every Python object a malloc block the checkers can see (pymalloc's arenas would
+# hide an overrun inside them). Leak checks are off: CPython keeps much alive until exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+# The codec tests, the extension against its references first; memcheck is ~25x slower, so
+# it runs those two files; ASan runs every protocol and store unit test (the two included).
+CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_message.py)
+ASAN_TESTS=(tests/unit/protocol tests/unit/store)
+if (($#)); then CODEC_TESTS=("$@") ASAN_TESTS=("$@"); fi
+PYTEST=(-m pytest -q -x -p no:randomly -p no:cacheprovider --hypothesis-profile=sanitizer)
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+build() {  # build DIR CFLAGS [LDFLAGS]: a copy of the package, the extension built with CFLAGS
+    local dir="$WORK/$1"
+    mkdir -p "$dir"
+    cp -r src/pocketmq "$dir/pocketmq"
+    rm -f "$dir"/pocketmq/_speedups*.so
+    # setup.py marks the extension optional: a failed compile only warns, hence the check below.
+    CFLAGS="$2" LDFLAGS="${3:-}" "$PY" setup.py -q build_ext --force \
+        --build-lib "$dir" --build-temp "$WORK/$1-tmp" >"$WORK/$1.log" 2>&1 || true
+    if ! ls "$dir"/pocketmq/_speedups*.so >/dev/null 2>&1; then
+        cat "$WORK/$1.log" >&2
+        echo "the $1 build of pocketmq._speedups failed" >&2
+        exit 1
+    fi
+}
+
+run_tests() {  # run_tests DIR TESTS-ARRAY [command prefix...]: the tests against that build
+    local dir="$WORK/$1"
+    local -n tests="$2"
+    shift 2
+    PYTHONMALLOC=malloc PYTHONPATH="$dir" "$@" "$PY" -c \
+        'import sys, pocketmq._speedups as s; sys.exit(not s.__file__.startswith(sys.argv[1]))' \
+        "$dir" || { echo "the $dir build is not the one imported" >&2; exit 1; }
+    PYTHONMALLOC=malloc PYTHONPATH="$dir" "$@" "$PY" "${PYTEST[@]}" "${tests[@]}"
+}
+
+echo "== ASan + UBSan"
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g"
+build asan "$SAN -Wall -Wextra -Werror" "-fsanitize=address,undefined"
+LIBASAN="$(gcc -print-file-name=libasan.so)"
+LIBUBSAN="$(gcc -print-file-name=libubsan.so)"
+LD_PRELOAD="$LIBASAN $LIBUBSAN" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1 run_tests asan ASAN_TESTS
+
+echo "== valgrind memcheck"
+build valgrind "-O1 -g"
+# CPython itself draws memcheck reports (uninitialised reads in its int and dict code that
+# CPython's Misc/valgrind-python.supp suppresses); an error fails this check when any frame
+# of its stack is in the extension. Leak reports are left out: objects alive at exit are not
+# leaks, and the extension's reference counting is checked by the tests' equality instead.
+run_tests valgrind CODEC_TESTS valgrind --leak-check=no --track-origins=yes --xml=yes \
+    --xml-file="$WORK/memcheck.%p.xml"
+"$PY" - "$WORK" <<'PY'
+import pathlib, sys, xml.etree.ElementTree as ET
+
+ours, others = [], 0
+for path in pathlib.Path(sys.argv[1]).glob("memcheck.*.xml"):
+    for error in ET.parse(path).getroot().iter("error"):
+        if error.findtext("kind", "").startswith("Leak_"):
+            continue
+        frames = [
+            f"{f.findtext('fn', '?')} ({f.findtext('file', f.findtext('obj', '?'))}:"
+            f"{f.findtext('line', '')})"
+            for f in error.iter("frame")
+        ]
+        if any("_speedups" in (f.findtext("obj") or "") for f in error.iter("frame")):
+            ours.append(f"{error.findtext('kind')}: " + " <- ".join(frames[:8]))
+        else:
+            others += 1
+print(f"memcheck: {len(ours)} errors in pocketmq._speedups, {others} in CPython itself")
+for line in ours:
+    print(line)
+sys.exit(1 if ours else 0)
+PY
+echo "native-check: no errors"
