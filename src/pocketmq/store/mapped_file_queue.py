@@ -39,6 +39,8 @@ class MappedFileQueue:
         # Held while a segment is being created, so the appender and the prefault thread never
         # create the same one twice.
         self._prepare_lock = threading.Lock()
+        # The segment whose reserve-ahead failure was logged (once, not every round).
+        self._reserve_warned: MappedFile | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -168,7 +170,11 @@ class MappedFileQueue:
         try:
             last.reserve_ahead(window)
         except OSError as exc:
-            log.warning("cannot reserve ahead in %s: %s", last.path, exc)
+            # Appends stop waking the thread; the append that needs the space meets the error.
+            last.wake_at = last.file_size
+            if self._reserve_warned is not last:
+                self._reserve_warned = last
+                log.warning("cannot reserve ahead in %s: %s", last.path, exc)
         except ValueError:  # removed by retention or truncation meanwhile
             pass
 

@@ -19,8 +19,8 @@ from pocketmq.store.reserve import (
     FAST_S,
     INDEX_ENTRIES_RESERVE,
     RESERVE_ALIGN,
-    SLOW_S,
     SLOT_TABLE_WHOLE_AFTER,
+    SLOW_S,
     ReservePolicy,
 )
 
