@@ -114,7 +114,7 @@ class MappedFileQueue:
         """The segment to append to, creating the next one when the last is full.
 
         Raises:
-            OSError: a new segment cannot be reserved.
+            OSError: a new segment cannot be created.
         """
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full():
