@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK
-from pocketmq.store.reserve import COMMITLOG_RESERVE, ReservePolicy, align_down, align_up
+from pocketmq.store.reserve import ReservePolicy, align_down, align_up
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class MappedFile:
         file_from_offset: int,
         file_size: int,
         fd: int,
-        policy: ReservePolicy = COMMITLOG_RESERVE,
+        policy: ReservePolicy,
     ) -> None:
         self.path = path
         self.file_from_offset = file_from_offset
@@ -94,11 +94,7 @@ class MappedFile:
 
     @classmethod
     def create(
-        cls,
-        path: Path,
-        file_from_offset: int,
-        file_size: int,
-        policy: ReservePolicy = COMMITLOG_RESERVE,
+        cls, path: Path, file_from_offset: int, file_size: int, policy: ReservePolicy
     ) -> MappedFile:
         """Create a new sparse segment of file_size bytes (no block reserved yet).
 
@@ -117,11 +113,7 @@ class MappedFile:
 
     @classmethod
     def open(
-        cls,
-        path: Path,
-        file_from_offset: int,
-        file_size: int,
-        policy: ReservePolicy = COMMITLOG_RESERVE,
+        cls, path: Path, file_from_offset: int, file_size: int, policy: ReservePolicy
     ) -> MappedFile:
         """Map an existing segment; a short one (a torn copy or truncation) is extended
         (sparse: its new tail is reserved when it is written).
