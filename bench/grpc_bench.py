@@ -145,10 +145,10 @@ def grpc_phases(workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, 
             tail = stderr_path.read_text(errors="replace")[-3000:]
             print(f"gRPC client exited with {code}:\n{tail}", file=sys.stderr, flush=True)
     finally:
-        code = serve.stop()
-        if code != 0:
+        serve_code = serve.stop()
+        if serve_code != 0:
             log = serve.log_path.read_text(errors="replace")[-3000:]
-            print(f"pocketmq serve exited with {code}:\n{log}", file=sys.stderr, flush=True)
+            print(f"pocketmq serve exited with {serve_code}:\n{log}", file=sys.stderr, flush=True)
     return raws
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import shutil
 import sys
@@ -182,7 +183,9 @@ def evaluator() -> dict[str, float]:
     for _, kind, expression in FILTERS:
         if kind == "SQL92":
             compiled = compile_sql92(expression)
-            out[f"evaluate {expression}"] = ops_per_s(lambda c=compiled: c.matches(props), 200_000)
+            out[f"evaluate {expression}"] = ops_per_s(
+                functools.partial(compiled.matches, props), 200_000
+            )
     view = RecordProperties(record)
     out["locate a record's properties"] = ops_per_s(lambda: RecordProperties(record), 200_000)
     out["read one property by name"] = ops_per_s(lambda: view.get("amount"), 200_000)

@@ -35,14 +35,15 @@ def generate(nameserver: str, count: int) -> None:
     customers = [f"c{n:03d}" for n in range(50)]
     with BlockingProducer("order-generator", nameserver) as producer:
         for i in range(count):
+            order_id = f"o{i:06d}"
             order = {
-                "order_id": f"o{i:06d}",
+                "order_id": order_id,
                 "customer": random.choice(customers),
                 "amount": round(random.uniform(5, 250), 2),
                 "ts": start_ms + i * (now_ms - start_ms) // count,
             }
             producer.send(
-                message("orders", json.dumps(order), keys=order["order_id"], tags="created")
+                message("orders", json.dumps(order), keys=order_id, tags="created")
             )
     print(f"sent {count} orders to topic orders")
 

@@ -114,11 +114,11 @@ async def run(namesrv: str, orders: int, lose_every: int, wait_s: float, db_path
     async with TransactionProducer("order-service", namesrv, listener=book) as producer:
         for i in range(1, orders + 1):
             amount = -5 if i % 5 == 0 else 10 * i  # every fifth order is invalid
-            order = {"id": f"{run_id}-{i}", "amount": amount}
-            msg = message(TOPIC, json.dumps(order), keys=order["id"])
+            order_id = f"{run_id}-{i}"
+            msg = message(TOPIC, json.dumps({"id": order_id, "amount": amount}), keys=order_id)
             result = await producer.send_message_in_transaction(msg, arg=i)
             if result.local_transaction_state is not LocalTransactionState.ROLLBACK_MESSAGE:
-                saved.add(order["id"])
+                saved.add(order_id)
         async with consumer:  # now that the topic exists, its queues are found at once
             start = time.monotonic()
             while saved - set(arrived) and time.monotonic() - start < wait_s:

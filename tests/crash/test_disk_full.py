@@ -14,12 +14,20 @@ consume-queue file (they roll most often) fails before the CommitLog does: dispa
 behind acknowledged puts, the store closes with its abort marker left in place, and recovery
 must catch the queues and the index up.
 
+The last test fills a real disk: a tmpfs of a few MiB mounted in a user and mount namespace
+(skipped where unprivileged namespaces are off), where the store meets ENOSPC on a chunk
+reservation inside a CommitLog segment, since files are sparse and reserved as they are written.
+
 Each test draws a fresh seed for the moment the limit is set (POCKETMQ_CRASH_SEED replays one).
 """
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +112,51 @@ def test_file_size_limit_fails_puts_cleanly(
     assert acked >= after, f"{ctx}: the limit came before {after} acks\n{bench.describe()}"
     assert result["acked"] >= acked, f"{ctx}: result {result} vs progress {acked}"
     check_recovered_store(store_dir, conf, acked, writers == 1, ctx)
+
+
+# A disk of this size holds the first CommitLog chunks, then refuses a later one.
+TMPFS_SIZE = "4m"
+
+
+def _namespaced_tmpfs_argv(mount_point: Path, argv: list[str]) -> list[str]:
+    """argv run in a new user and mount namespace on a small tmpfs at mount_point."""
+    script = f'mount -t tmpfs -o size={TMPFS_SIZE} tmpfs "$0" && exec "$@"'
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script,
+            str(mount_point), *argv]  # fmt: skip
+
+
+def _can_mount_tmpfs(tmp_path: Path) -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    done = subprocess.run(
+        _namespaced_tmpfs_argv(probe, ["true"]), capture_output=True, timeout=30, check=False
+    )
+    return done.returncode == 0
+
+
+def test_full_tmpfs_refuses_the_next_chunk_and_keeps_serving_reads(tmp_path: Path) -> None:
+    """A real full disk: files are sparse and reserved a chunk ahead, so the put whose chunk
+    does not fit is refused (CREATE_MAPPED_FILE_FAILED, ENOSPC) inside an existing segment; the
+    process is not killed by SIGBUS and every acknowledged message reads back."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("no unprivileged user+mount namespaces here to mount a small tmpfs")
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    child = Path(__file__).with_name("full_disk_child.py")
+    argv = [sys.executable, str(child), str(mount_point / "store")]
+    done = subprocess.run(
+        _namespaced_tmpfs_argv(mount_point, argv), capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    ctx = f"status {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr[-3000:]}"
+    assert done.returncode == 0, ctx  # -SIGBUS (-7) if a write hit an unreserved page
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["refusal"] == "CREATE_MAPPED_FILE_FAILED", ctx
+    assert "No space left on device" in result["detail"], ctx
+    # More than the first 1 MiB chunk went in: a later chunk inside the segment failed.
+    assert result["acked"] > 1000, ctx
+    assert result["read_back"] == result["acked"], ctx
+    assert result["later"] == ["CREATE_MAPPED_FILE_FAILED"] * 3, ctx
+    assert "Traceback" not in done.stderr, ctx

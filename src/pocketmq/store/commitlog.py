@@ -46,6 +46,7 @@ from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
 from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.mapped_file_queue import MappedFileQueue
+from pocketmq.store.reserve import COMMITLOG_RESERVE
 from pocketmq.store.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class CommitLog:
             commitlog_dir(config.root),
             config.mapped_file_size_commit_log,
             min_zero_run=config.max_message_size + _RECORD_OVERHEAD_BOUND,
+            policy=COMMITLOG_RESERVE,
         )
         self.put_lock = threading.Lock()
         # Next queue offset per (topic, queue id); rebuilt from the consume queues on start.
@@ -226,8 +228,11 @@ class CommitLog:
         with self.put_lock:
             try:
                 mf = self._writable_file(total)
+                # Blocks are reserved before a byte is written (see mapped_file.py).
+                if mf.wrote_position + total > mf.reserved:
+                    mf.reserve(mf.wrote_position + total)
             except OSError as exc:
-                detail = f"cannot create a commitlog segment: {exc.strerror or exc}"
+                detail = f"cannot reserve commitlog space: {exc.strerror or exc}"
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
             store_ts = self.clock.now_ms()
@@ -317,6 +322,8 @@ class CommitLog:
         mf = self.mfq.last_for_write()
         if need + END_FILE_MIN_BLANK_LENGTH > mf.free_space:
             blank = mf.free_space
+            if mf.wrote_position + _BLANK.size > mf.reserved:
+                mf.reserve(mf.wrote_position + _BLANK.size)
             _BLANK.pack_into(mf.mm, mf.wrote_position, blank, BLANK_MAGIC)
             mf.wrote_position = mf.file_size
             mf = self.mfq.last_for_write()

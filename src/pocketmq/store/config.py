@@ -46,7 +46,8 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
 class StoreConfig:
     # Root of the store: commitlog/, consumequeue/, index/, checkpoint, abort, config/.
     store_path_root_dir: Path = Path.home() / "store"
-    # Bytes per CommitLog segment (1 GiB). Segments are preallocated, never sparse.
+    # Bytes per CommitLog segment (1 GiB): sparse at this size, blocks reserved in chunks ahead
+    # of the write position (store/reserve.py).
     mapped_file_size_commit_log: int = 1 << 30
     # Bytes per ConsumeQueue file: 300,000 units of 20 bytes.
     mapped_file_size_consume_queue: int = 300_000 * 20

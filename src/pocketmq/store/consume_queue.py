@@ -19,6 +19,7 @@ from pathlib import Path
 from pocketmq.store.layout import CQ_UNIT_SIZE
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.mapped_file_queue import MappedFileQueue
+from pocketmq.store.reserve import CONSUME_QUEUE_RESERVE
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,9 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(directory, file_size, min_zero_run=CQ_UNIT_SIZE)
+        self.mfq = MappedFileQueue(
+            directory, file_size, min_zero_run=CQ_UNIT_SIZE, policy=CONSUME_QUEUE_RESERVE
+        )
         # CommitLog offset just past the last record indexed here.
         self.max_physic_offset = -1
         # Byte offset of the first unit still backed by the CommitLog.
@@ -68,14 +71,26 @@ class ConsumeQueue:
                 current // CQ_UNIT_SIZE,
             )
             while current < expect:
-                mf = self.mfq.last_for_write()
+                mf = self._writable()
                 mf.mm[mf.wrote_position : mf.wrote_position + CQ_UNIT_SIZE] = BLANK_UNIT
                 mf.wrote_position += CQ_UNIT_SIZE
                 current += CQ_UNIT_SIZE
-        mf = self.mfq.last_for_write()
+        mf = self._writable()
         _UNIT.pack_into(mf.mm, mf.wrote_position, phy_offset, size, tags_code)
         mf.wrote_position += CQ_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
+
+    def _writable(self) -> MappedFile:
+        """The file to write the next unit to, its blocks reserved (see mapped_file.py).
+
+        Raises:
+            OSError: a file cannot be created or its blocks reserved.
+        """
+        mf = self.mfq.last_for_write()
+        end = mf.wrote_position + CQ_UNIT_SIZE
+        if end > mf.reserved:
+            mf.reserve(end)
+        return mf
 
     # --- reading --------------------------------------------------------------------
 

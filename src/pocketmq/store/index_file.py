@@ -10,6 +10,11 @@ Entry numbers start at 1 (entry 0 is never used), as in RocketMQ's IndexFile. Th
 abs(String.hashCode) (0 for Integer.MIN_VALUE) and the slot is hash % slots. Hash collisions are
 chained; callers compare the keys of the records found.
 
+Index files are sparse: the header page is reserved when a file is mapped, entries a chunk
+ahead of the next one (the MappedFile's mark, floored at the entries' start), and slot-table
+pages as they are first written, until an eighth of them are, then the whole table
+(store/reserve.py).
+
 We also advance the header's end phy offset for records without keys, so that it says how far
 the index has seen the CommitLog; restart re-dispatches from there.
 """
@@ -36,6 +41,12 @@ from pocketmq.store.layout import (
     index_file_name,
 )
 from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.reserve import (
+    INDEX_ENTRIES_RESERVE,
+    RESERVE_ALIGN,
+    SLOT_TABLE_WHOLE_AFTER,
+    align_down,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +83,11 @@ class IndexFile:
         if self.index_count <= 0:
             self.index_count = 1
         self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
+        mf.reserve_range(0, INDEX_HEADER_SIZE)
+        # The mark covers entries only; the pages below are tracked here, one flag a page.
+        mf.reserved = max(mf.reserved, align_down(self._entries_start))
+        self._slot_pages = bytearray(self._entries_start // RESERVE_ALIGN + 1)
+        self._slot_pages_left = len(self._slot_pages) // SLOT_TABLE_WHOLE_AFTER
         self.dirty = False
         self._undo_torn_insert()
 
@@ -88,11 +104,14 @@ class IndexFile:
             if not any(mm[pos : pos + INDEX_ENTRY_SIZE]):
                 break
             end += 1
+        if end > count:
+            self._reserve_entries(self._entries_start + end * INDEX_ENTRY_SIZE)
         for n in range(end - 1, count - 1, -1):
             pos = self._entries_start + n * INDEX_ENTRY_SIZE
             key_hash, _, _, prev = _ENTRY.unpack_from(mm, pos)
             slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
             if _SLOT.unpack_from(mm, slot_pos)[0] == n:
+                self._reserve_slot_page(slot_pos)
                 _SLOT.pack_into(mm, slot_pos, prev if 0 < prev < n else 0)
             mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
         if end > count:
@@ -100,6 +119,29 @@ class IndexFile:
             log.warning(
                 "index %s: undid %d inserts cut short from entry %d", self.name, end - count, count
             )
+
+    def _reserve_entries(self, end: int) -> None:
+        mf = self.mf
+        if end > mf.reserved:
+            mf.reserve(end)
+
+    def _reserve_slot_page(self, slot_pos: int) -> None:
+        """Reserve the page of a slot about to be written (callers check its flag first)."""
+        page = slot_pos // RESERVE_ALIGN
+        if self._slot_pages[page]:
+            return
+        if self._slot_pages_left > 0:
+            self.mf.reserve_range(slot_pos, slot_pos + INDEX_SLOT_SIZE)
+            self._slot_pages[page] = 1
+            self._slot_pages_left -= 1
+            return
+        self.mf.reserve_range(0, self._entries_start)
+        self._slot_pages = bytearray(b"\x01") * len(self._slot_pages)
+        self._slot_pages_left = -1
+
+    def slots_reserved(self) -> bool:
+        """Whether the whole slot table is reserved (it may then be prefaulted)."""
+        return self._slot_pages_left < 0
 
     @staticmethod
     def file_size(slot_num: int, index_num: int) -> int:
@@ -131,17 +173,21 @@ class IndexFile:
         count = self.index_count
         if count >= self.index_num:
             return False
-        mm = self.mf.mm
+        mf = self.mf
+        mm = mf.mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        entry_pos = self._entries_start + count * INDEX_ENTRY_SIZE
+        # Reserve before writing (see mapped_file.py): one comparison and one flag test.
+        if entry_pos + INDEX_ENTRY_SIZE > mf.reserved:
+            mf.reserve(entry_pos + INDEX_ENTRY_SIZE)
+        if not self._slot_pages[slot_pos // RESERVE_ALIGN]:
+            self._reserve_slot_page(slot_pos)
         slot_value = _SLOT.unpack_from(mm, slot_pos)[0]
         if slot_value <= 0 or slot_value >= count:
             slot_value = 0
         begin = self.begin_timestamp
         time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), 2147483647)
-        _ENTRY.pack_into(
-            mm, self._entries_start + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff,
-            slot_value,
-        )  # fmt: skip
+        _ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
         _SLOT.pack_into(mm, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
@@ -191,6 +237,8 @@ class IndexFile:
             if phy < phy_offset:
                 break
             slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+            self._reserve_slot_page(slot_pos)
+            self._reserve_entries(pos + INDEX_ENTRY_SIZE)
             _SLOT.pack_into(mm, slot_pos, prev)
             if prev == 0:
                 self.hash_slot_count -= 1
@@ -271,20 +319,22 @@ class IndexService:
             if path.stat().st_size != size:
                 log.warning("index file %s has a different size; ignoring it", path)
                 continue
-            mf = MappedFile.open(path, 0, size)
+            mf = MappedFile.open(path, 0, size, INDEX_ENTRIES_RESERVE)
             self.files.append(IndexFile(mf, self.slot_num, self.index_num))
 
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
-        """The slot table (written at random) and the entries the next appends will fill."""
+        """The slot table (written at random) once it is wholly reserved, and the reserved
+        entries the next appends will fill."""
         files = self.files
         if not files:
             return []
         f = files[-1]
         entries_at = f._entries_start + f.index_count * INDEX_ENTRY_SIZE
+        reserved = f.mf.reserved
         return (
-            [(f.mf, 0, f._entries_start + window)]
-            if f.mf.prefaulted < f._entries_start
-            else [(f.mf, entries_at, entries_at + window)]
+            [(f.mf, 0, min(f._entries_start + window, reserved))]
+            if f.mf.prefaulted < f._entries_start and f.slots_reserved()
+            else [(f.mf, entries_at, min(entries_at + window, reserved))]
         )
 
     def end_phy_offset(self) -> int:
@@ -304,8 +354,12 @@ class IndexService:
             name = index_file_name(self.clock.now_ms())
             if previous is not None and name <= previous.name:
                 name = str(int(previous.name) + 1)
-            mf = MappedFile.create(self.directory / name, 0, size)
-            f = IndexFile(mf, self.slot_num, self.index_num)
+            mf = MappedFile.create(self.directory / name, 0, size, INDEX_ENTRIES_RESERVE)
+            try:
+                f = IndexFile(mf, self.slot_num, self.index_num)
+            except OSError:
+                mf.destroy()
+                raise
             if previous is not None:
                 # The new file continues where the full one stopped.
                 f.begin_phy_offset = f.end_phy_offset = previous.end_phy_offset

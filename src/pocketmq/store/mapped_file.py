@@ -1,8 +1,11 @@
-"""MappedFile: one fixed-size, preallocated, memory-mapped segment of a log.
+"""MappedFile: one fixed-size, memory-mapped segment of a log, reserved as it is written.
 
-Segments are reserved with posix_fallocate before they are mapped. A write into a sparse
-mapping on a full disk kills the process with SIGBUS; with the blocks reserved up front, a full
-disk shows up as a clean OSError when the segment is created, and no write can fail later.
+A segment is created sparse at its full size (ftruncate), so offsets and the format are
+unchanged, and its blocks are reserved with posix_fallocate a chunk ahead of the write
+position (see store/reserve.py). A write into an unreserved page of a mapping on a full disk
+kills the process with SIGBUS; every writer therefore checks ``end > mf.reserved`` (one integer
+comparison) and calls ``reserve(end)`` first, which reserves the next chunk or raises a clean
+OSError (ENOSPC, EDQUOT) before any byte is written. Reading a hole is safe (zeros).
 
 Appends are memory copies into the mapping; ``flush`` calls fdatasync on the file descriptor,
 which writes back pages dirtied through the mapping and releases the GIL while it waits.
@@ -14,7 +17,11 @@ import ctypes
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
+
+from pocketmq.clock import SYSTEM_CLOCK
+from pocketmq.store.reserve import ReservePolicy, align_down, align_up
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +41,32 @@ class MappedFile:
     """A segment named by the log offset of its first byte."""
 
     __slots__ = (
+        "_chunk",
         "_fd",
+        "_reserve_lock",
+        "_reserved_at",
         "address",
         "file_from_offset",
         "file_size",
         "flushed_position",
         "mm",
         "path",
+        "policy",
         "prefaulted",
+        "reserved",
         "store_timestamp",
+        "wake_at",
         "wrote_position",
     )
 
-    def __init__(self, path: Path, file_from_offset: int, file_size: int, fd: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        file_from_offset: int,
+        file_size: int,
+        fd: int,
+        policy: ReservePolicy,
+    ) -> None:
         self.path = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size
@@ -59,27 +79,44 @@ class MappedFile:
         self.flushed_position = 0
         # Store timestamp of the last record appended; feeds the checkpoint after a flush.
         self.store_timestamp = 0
+        # Every byte in [floor, reserved) has its blocks reserved, where floor is 0 for logs
+        # (an index file reserves its header and slot table itself, below its entries). A new
+        # object knows of no reservation: a reopened file is reserved again as it is written,
+        # which costs nothing for blocks already allocated.
+        self.reserved = 0
+        self.policy = policy
+        self._chunk = 0
+        self._reserved_at = 0.0
+        # The appender and the prefault thread may both reserve ahead.
+        self._reserve_lock = threading.Lock()
+        # The write position at which the prefault thread has work again (see reserve_ahead).
+        self.wake_at = 0
 
     @classmethod
-    def create(cls, path: Path, file_from_offset: int, file_size: int) -> MappedFile:
-        """Create and reserve a new segment.
+    def create(
+        cls, path: Path, file_from_offset: int, file_size: int, policy: ReservePolicy
+    ) -> MappedFile:
+        """Create a new sparse segment of file_size bytes (no block reserved yet).
 
         Raises:
-            OSError: the blocks cannot be reserved (ENOSPC, EFBIG, EDQUOT); nothing is left
+            OSError: the file cannot be created at that size (ENOSPC, EFBIG); nothing is left
                 behind.
         """
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.posix_fallocate(fd, 0, file_size)
-            return cls(path, file_from_offset, file_size, fd)
+            os.ftruncate(fd, file_size)
+            return cls(path, file_from_offset, file_size, fd, policy)
         except BaseException:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
 
     @classmethod
-    def open(cls, path: Path, file_from_offset: int, file_size: int) -> MappedFile:
-        """Map an existing segment; a short one (a torn copy or truncation) is extended.
+    def open(
+        cls, path: Path, file_from_offset: int, file_size: int, policy: ReservePolicy
+    ) -> MappedFile:
+        """Map an existing segment; a short one (a torn copy or truncation) is extended
+        (sparse: its new tail is reserved when it is written).
 
         Raises:
             OSError: the file cannot be opened or extended.
@@ -94,8 +131,8 @@ class MappedFile:
                 )
             if actual < file_size:
                 log.warning("%s is %d bytes, short of %d: extending", path, actual, file_size)
-                os.posix_fallocate(fd, 0, file_size)
-            return cls(path, file_from_offset, file_size, fd)
+                os.ftruncate(fd, file_size)
+            return cls(path, file_from_offset, file_size, fd, policy)
         except BaseException:
             os.close(fd)
             raise
@@ -110,6 +147,55 @@ class MappedFile:
 
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
+
+    def reserve(self, end: int) -> None:
+        """Reserve blocks from the mark up to at least ``end``, a chunk ahead (the slow path of
+        the writers' ``end > mf.reserved`` check).
+
+        Raises:
+            OSError: the blocks cannot be reserved (ENOSPC, EDQUOT); the mark is unchanged.
+        """
+        with self._reserve_lock:
+            if end <= self.reserved:
+                return
+            now = SYSTEM_CLOCK.monotonic()
+            chunk = self.policy.next_chunk(self._chunk, now - self._reserved_at)
+            stop = self.policy.reserve_end(self.reserved, end, chunk, self.file_size)
+            start = align_down(self.reserved)
+            os.posix_fallocate(self._fd, start, stop - start)
+            self.reserved = stop
+            self._chunk = chunk
+            self._reserved_at = now
+
+    def reserve_ahead(self, window: int) -> None:
+        """Reserve the next chunk once less than half a chunk is left reserved ahead of the
+        write position (the prefault thread, so that appends rarely reserve themselves), then
+        set ``wake_at``: where the writer should wake the thread again, because the prefault
+        mark (``window`` ahead at most, never past the reservation) or the reservation
+        itself runs low. Appends compare one integer with it.
+
+        Raises:
+            OSError: the blocks cannot be reserved.
+        """
+        room = max(self._chunk, self.policy.min_chunk) // 2
+        size = self.file_size
+        if self.reserved < size and self.reserved - self.wrote_position < room:
+            self.reserve(min(self.wrote_position + room, size))
+        reserve_at = self.reserved - room if self.reserved < size else size
+        prefault_at = self.prefaulted - window // 2 if self.prefaulted < self.reserved else size
+        self.wake_at = min(reserve_at, prefault_at)
+
+    def reserve_range(self, start: int, end: int) -> None:
+        """Reserve the pages covering [start, end), leaving the mark alone (for files written
+        at random places, such as an index file's slot table).
+
+        Raises:
+            OSError: the blocks cannot be reserved.
+        """
+        lo = align_down(start)
+        hi = min(align_up(end), self.file_size)
+        if hi > lo:
+            os.posix_fallocate(self._fd, lo, hi - lo)
 
     def flush(self) -> int:
         """Make everything written so far durable; returns the new flushed position."""
@@ -143,6 +229,7 @@ class MappedFile:
             if chunk.count(0) == len(chunk):
                 zero_run += len(chunk)
             else:
+                self.reserve_range(pos, end)
                 mm[pos:end] = bytes(len(chunk))
                 zero_run = 0
             pos = end

@@ -15,14 +15,19 @@ from pathlib import Path
 
 from pocketmq.store.layout import is_offset_file_name, offset_file_name
 from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.reserve import ReservePolicy
 
 log = logging.getLogger(__name__)
 
 
 class MappedFileQueue:
-    def __init__(self, directory: Path, file_size: int, min_zero_run: int) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, min_zero_run: int, policy: ReservePolicy
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
+        # How far ahead of the write position each segment's blocks are reserved.
+        self.policy = policy
         # Zero bytes in a row that prove the end of written data (see MappedFile.zero_from).
         self.min_zero_run = min_zero_run
         self.files: list[MappedFile] = []
@@ -34,6 +39,8 @@ class MappedFileQueue:
         # Held while a segment is being created, so the appender and the prefault thread never
         # create the same one twice.
         self._prepare_lock = threading.Lock()
+        # The segment whose reserve-ahead failure was logged (once, not every round).
+        self._reserve_warned: MappedFile | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -56,7 +63,7 @@ class MappedFileQueue:
                 raise ValueError(
                     f"{self.directory}: segment {name} does not follow the previous one"
                 )
-            mf = MappedFile.open(self.directory / name, start, self.file_size)
+            mf = MappedFile.open(self.directory / name, start, self.file_size, self.policy)
             # Until recovery says otherwise, a loaded segment counts as fully written.
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
@@ -107,7 +114,7 @@ class MappedFileQueue:
         """The segment to append to, creating the next one when the last is full.
 
         Raises:
-            OSError: a new segment cannot be reserved.
+            OSError: a new segment cannot be created.
         """
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full():
@@ -128,7 +135,7 @@ class MappedFileQueue:
                     prepared.destroy()
                 self.directory.mkdir(parents=True, exist_ok=True)
                 path = self.directory / offset_file_name(start)
-                mf = MappedFile.create(path, start, self.file_size)
+                mf = MappedFile.create(path, start, self.file_size, self.policy)
             with self.lock:
                 self.files.append(mf)
         return mf
@@ -147,21 +154,41 @@ class MappedFileQueue:
             start = last.file_end_offset
             try:
                 self._prepared = MappedFile.create(
-                    self.directory / offset_file_name(start), start, self.file_size
+                    self.directory / offset_file_name(start), start, self.file_size, self.policy
                 )
+                self._prepared.reserve(1)
             except OSError as exc:
                 log.warning("cannot prepare the next segment: %s", exc)
 
+    def reserve_ahead(self, window: int) -> None:
+        """Reserve the last segment's next chunk before appends need it and say when to come
+        back (MappedFile.reserve_ahead; prefault thread); a failure (disk full) is left for
+        the append to meet."""
+        last = self.last()
+        if last is None:
+            return
+        try:
+            last.reserve_ahead(window)
+        except OSError as exc:
+            # Appends stop waking the thread; the append that needs the space meets the error.
+            last.wake_at = last.file_size
+            if self._reserve_warned is not last:
+                self._reserve_warned = last
+                log.warning("cannot reserve ahead in %s: %s", last.path, exc)
+        except ValueError:  # removed by retention or truncation meanwhile
+            pass
+
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
-        """The byte ranges the next ``window`` bytes of appends will touch."""
+        """The byte ranges the next ``window`` bytes of appends will touch, within what is
+        reserved (faulting in an unreserved page would allocate it behind the reservation)."""
         last = self.last()
         if last is None:
             return []
         end = last.wrote_position + window
-        ranges = [(last, last.wrote_position, min(end, last.file_size))]
+        ranges = [(last, last.wrote_position, min(end, last.reserved))]
         prepared = self._prepared
         if end > last.file_size and prepared is not None:
-            ranges.append((prepared, 0, end - last.file_size))
+            ranges.append((prepared, 0, min(end - last.file_size, prepared.reserved)))
         return ranges
 
     # --- durability -----------------------------------------------------------------

@@ -84,7 +84,6 @@ class MessageStore:
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
         self.prefault: PrefaultService | None = None
-        self._prefault_window = _PREFAULT_WINDOW
         # Called as (topic, queue id, queue offset) for each consume-queue unit written: the
         # broker wakes long-polling pulls from it.
         self.on_message_arrived: ArrivalListener | None = None
@@ -138,11 +137,16 @@ class MessageStore:
         )
         self.housekeeping.start()
         window = min(_PREFAULT_WINDOW, self.config.mapped_file_size_commit_log // 2)
-        self._prefault_window = window
         targets = [lambda: self.commitlog.mfq.warm_ranges(window)]
         if self.config.message_index_enable:
             targets.append(lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8))
-        self.prefault = PrefaultService(targets, [lambda: self.commitlog.mfq.prepare_next(window)])
+        self.prefault = PrefaultService(
+            targets,
+            [
+                lambda: self.commitlog.mfq.prepare_next(window),
+                lambda: self.commitlog.mfq.reserve_ahead(window),
+            ],
+        )
         self.prefault.start()
         self.running = True
 
@@ -321,7 +325,7 @@ class MessageStore:
             if (
                 self.prefault is not None
                 and last is not None
-                and last.prefaulted - last.wrote_position < self._prefault_window // 2
+                and last.wrote_position >= last.wake_at
             ):
                 self.prefault.wake()
             try:

@@ -1,11 +1,14 @@
 """PrefaultService: keep the pages just ahead of each log's write position mapped.
 
-The first write to a page of a preallocated file costs a page fault that allocates and zeroes
+The first write to a page of a reserved file costs a page fault that allocates and zeroes
 a page-cache page (measured here: about 17 us per 4 KiB page, 4.5 us per 1 KiB record). On the
 event loop that fault happens with the GIL held. This thread asks the kernel to take those
 faults in advance with madvise(MADV_POPULATE_WRITE) (Linux 5.14+), called through ctypes, which
 releases the GIL, so appends find their pages ready: RocketMQ's warmMappedFile, without writing
-zeros through the whole file. It also creates the next CommitLog segment before it is needed.
+zeros through the whole file. It also creates the next CommitLog segment before it is needed
+and reserves the CommitLog's next chunk of blocks ahead of the appends (store/reserve.py); the
+ranges it is given end at each file's reservation mark, since faulting in an unreserved page
+would allocate it behind the reservation's back.
 
 Where the kernel refuses the advice, the service stops and appends take the faults themselves.
 """
