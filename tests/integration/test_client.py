@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from client_settings import FAST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -33,13 +33,6 @@ from pocketmq.errors import ClientError
 from waiting import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.integration
-
-# Short client intervals so that rebalances and offset commits happen within a test.
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-}
 
 
 @pytest.fixture(scope="module")

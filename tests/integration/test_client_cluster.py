@@ -9,9 +9,9 @@ import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from client_settings import FAST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -30,12 +30,6 @@ from pocketmq.protocol.codes import RequestCode
 from waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-}
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+from client_settings import FAST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -41,13 +42,6 @@ from pocketmq.remoting import RemotingClient
 from waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-# Short client intervals so that rebalances and offset commits happen within a test.
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-}
 
 
 class Servers:

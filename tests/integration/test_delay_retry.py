@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_settings import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
     ConsumeContext,
-    ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeResult,
     LitePullConsumer,
@@ -40,12 +40,6 @@ pytestmark = pytest.mark.integration
 
 LEVELS_MS = [300, 600, 400, 500, 600, 700, 800, 900, 1000, 1000, 1000, 1000, 1000, 1000,
              3000, 3000, 3000, 3000]  # fmt: skip
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-}
 
 
 class Server:
@@ -97,7 +91,7 @@ async def test_delayed_messages_arrive_after_their_delay_and_never_before(server
     sent_at: dict[bytes, tuple[float, int]] = {}
     async with Producer("PG_DELAY", server.namesrv) as producer:
         await producer.send(message("DelayT", b"create"))
-        consumer = PushConsumer("CG_DELAY", server.namesrv, listener=listener, **FAST)
+        consumer = PushConsumer("CG_DELAY", server.namesrv, listener=listener, **FAST_FROM_FIRST)
         consumer.subscribe("DelayT")
         async with consumer:
             for level in (1, 2, 99):  # 99: above the last level, clamped to it
@@ -130,7 +124,7 @@ async def test_failed_message_is_retried_with_growing_count_then_dead_lettered(
     async with Producer("PG_RETRY", server.namesrv) as producer:
         await producer.send(message("RetryT", b"create"))
         consumer = PushConsumer(
-            "CG_POISON", server.namesrv, listener=listener, max_reconsume_times=2, **FAST
+            "CG_POISON", server.namesrv, listener=listener, max_reconsume_times=2, **FAST_FROM_FIRST
         )
         consumer.subscribe("RetryT")
         async with consumer:
@@ -147,7 +141,7 @@ async def test_failed_message_is_retried_with_growing_count_then_dead_lettered(
     assert deliveries[1][0] - deliveries[0][0] >= LEVELS_MS[2] / 1000 - 0.005
     assert deliveries[2][0] - deliveries[1][0] >= LEVELS_MS[3] / 1000 - 0.005
 
-    dlq = LitePullConsumer("CG_DLQ_READER", server.namesrv, **FAST)
+    dlq = LitePullConsumer("CG_DLQ_READER", server.namesrv, **FAST_FROM_FIRST)
     dlq.assign([MessageQueue("%DLQ%CG_POISON", "broker-a", 0)])
     async with dlq:
         polled: list[MessageExt] = []
@@ -187,7 +181,9 @@ async def test_pending_delayed_timer_and_retry_messages_survive_a_broker_restart
             msg.properties["TIMER_DELAY_MS"] = str(3000 + 50 * i)
             await producer.send(msg)
             wanted.append(msg.body)
-        consumer = PushConsumer("CG_RESTART_DELAY", server.namesrv, listener=fail_r, **FAST)
+        consumer = PushConsumer(
+            "CG_RESTART_DELAY", server.namesrv, listener=fail_r, **FAST_FROM_FIRST
+        )
         consumer.subscribe("RestartT")
         async with consumer:
             await producer.send(message("RestartT", b"r"))
@@ -210,7 +206,9 @@ async def test_pending_delayed_timer_and_retry_messages_survive_a_broker_restart
         got.extend(msgs)
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer("CG_RESTART_DELAY", server.namesrv, listener=listener, **FAST)
+    consumer = PushConsumer(
+        "CG_RESTART_DELAY", server.namesrv, listener=listener, **FAST_FROM_FIRST
+    )
     consumer.subscribe("RestartT")
     async with consumer:
         await wait_until(
@@ -237,7 +235,7 @@ async def test_timer_messages_arrive_at_their_time(server: Server) -> None:
     due: dict[bytes, float] = {}
     async with Producer("PG_TIMER", server.namesrv) as producer:
         await producer.send(message("TimerT", b"create"))
-        consumer = PushConsumer("CG_TIMER", server.namesrv, listener=listener, **FAST)
+        consumer = PushConsumer("CG_TIMER", server.namesrv, listener=listener, **FAST_FROM_FIRST)
         consumer.subscribe("TimerT")
         async with consumer:
             now = time.time()
@@ -284,7 +282,11 @@ async def test_orderly_consumers_keep_per_key_order_while_a_second_one_joins(
 
     def consumer(who: int) -> PushConsumer:
         c = PushConsumer(
-            "CG_ORDERLY", server.namesrv, listener=listener_for(who), orderly=True, **FAST
+            "CG_ORDERLY",
+            server.namesrv,
+            listener=listener_for(who),
+            orderly=True,
+            **FAST_FROM_FIRST,
         )
         c.subscribe("OrderT")
         return c
@@ -335,13 +337,13 @@ async def test_orderly_failure_retries_in_place_then_dead_letters(server: Server
             await producer.send(message("OrderFailT", body), queue=q)
         c = PushConsumer(
             "CG_ORDERLY_FAIL", server.namesrv, listener=listener, orderly=True,
-            max_reconsume_times=2, suspend_current_queue_time_ms=100, **FAST,
+            max_reconsume_times=2, suspend_current_queue_time_ms=100, **FAST_FROM_FIRST,
         )  # fmt: skip
         c.subscribe("OrderFailT")
         async with c:
             await wait_until(lambda: (b"c", 0) in got, 30, "c, after bad was given up")
     assert got == [(b"a", 0), (b"bad", 0), (b"bad", 1), (b"bad", 2), (b"c", 0)]
-    dlq = LitePullConsumer("CG_DLQ_READER2", server.namesrv, **FAST)
+    dlq = LitePullConsumer("CG_DLQ_READER2", server.namesrv, **FAST_FROM_FIRST)
     dlq.assign([MessageQueue("%DLQ%CG_ORDERLY_FAIL", "broker-a", 0)])
     async with dlq:
         polled: list[MessageExt] = []
@@ -366,7 +368,11 @@ async def test_a_listener_that_hangs_past_the_consume_timeout_gets_the_message_a
     async with Producer("PG_TIMEOUT", server.namesrv) as producer:
         await producer.send(message("TimeoutT", b"slow"))
         c = PushConsumer(
-            "CG_TIMEOUT", server.namesrv, listener=listener, consume_timeout_min=0.01, **FAST
+            "CG_TIMEOUT",
+            server.namesrv,
+            listener=listener,
+            consume_timeout_min=0.01,
+            **FAST_FROM_FIRST,
         )  # 0.6 s
         c.subscribe("TimeoutT")
         async with c:

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from client_settings import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
     ConsumeContext,
-    ConsumeFromWhere,
     ConsumeResult,
     LitePullConsumer,
     MessageExt,
@@ -33,12 +33,6 @@ from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-}
 SELECTOR = "n >= 10 AND (TAGS = 'A' OR region IN ('eu', 'us')) AND skip IS NULL"
 
 
@@ -98,7 +92,7 @@ async def test_a_push_consumer_subscribed_by_sql_gets_exactly_the_matching_messa
         got.extend(msgs)
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer("CG_SQL_PUSH", namesrv(server), listener=listener, **FAST)
+    consumer = PushConsumer("CG_SQL_PUSH", namesrv(server), listener=listener, **FAST_FROM_FIRST)
     consumer.subscribe(topic, MessageSelector.by_sql(SELECTOR))
     await consumer.start()
     try:
@@ -117,7 +111,7 @@ def scanned(consumer: PushConsumer, topic: str) -> int:
 async def test_a_lite_pull_consumer_subscribed_by_sql_polls_only_matches(
     server: ServerProcess, topic: str, sent: set[bytes]
 ) -> None:
-    consumer = LitePullConsumer("CG_SQL_LITE", namesrv(server), **FAST)
+    consumer = LitePullConsumer("CG_SQL_LITE", namesrv(server), **FAST_FROM_FIRST)
     consumer.subscribe(topic, MessageSelector.by_sql(SELECTOR))
     got: set[bytes] = set()
     await consumer.start()

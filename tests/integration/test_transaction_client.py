@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_settings import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import (
     ConsumeContext,
-    ConsumeFromWhere,
     ConsumeResult,
     LocalTransactionState,
     Message,
@@ -52,12 +52,6 @@ BROKER_CONF = (
     f"transactionCheckMax={CHECK_MAX}\n"
     "flushConsumerOffsetInterval=200\n"
 )
-FAST: dict[str, Any] = {
-    "rebalance_interval_s": 1.0,
-    "persist_interval_s": 0.5,
-    "broker_suspend_ms": 1000,
-    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-}
 SCRIPT = Path(__file__).parent / "tx_producer_script.py"
 
 
@@ -179,7 +173,9 @@ async def test_commit_rollback_and_a_check_back_deliver_exactly_the_committed(
         await producer.send_message_in_transaction(message(topic, b"sentinel"), UNKNOW)
 
         collector = Collector()
-        consumer = PushConsumer(f"CG_{topic}", shared.namesrv, listener=collector, **FAST)
+        consumer = PushConsumer(
+            f"CG_{topic}", shared.namesrv, listener=collector, **FAST_FROM_FIRST
+        )
         consumer.subscribe(topic)
         async with consumer:
             want = sorted([b for b, s in sent.items() if s is COMMIT] + [b"open"])
@@ -210,7 +206,9 @@ async def test_a_dead_producers_transaction_is_checked_through_a_live_one(
             finally:
                 dying.kill()  # SIGKILL: no END_TRANSACTION, no unregistering
         collector = Collector()
-        consumer = PushConsumer(f"CG_{topic}", shared.namesrv, listener=collector, **FAST)
+        consumer = PushConsumer(
+            f"CG_{topic}", shared.namesrv, listener=collector, **FAST_FROM_FIRST
+        )
         consumer.subscribe(topic)
         async with consumer:
             await wait_until(lambda: collector.bodies() == [b"orphan"], 20, "the orphan")
@@ -266,7 +264,9 @@ async def test_a_broker_sigkill_keeps_pending_halves_pending_and_resolved_ones_r
             ledger.on_check[b"pending-%d" % i] = COMMIT
         await producer.send_message_in_transaction(message(topic, b"sentinel"), UNKNOW)
         collector = Collector()
-        consumer = PushConsumer(f"CG_{topic}", server.namesrv, listener=collector, **FAST)
+        consumer = PushConsumer(
+            f"CG_{topic}", server.namesrv, listener=collector, **FAST_FROM_FIRST
+        )
         consumer.subscribe(topic)
         async with consumer:
             want = sorted(b for b, s in outcomes.items() if s is not ROLLBACK)
