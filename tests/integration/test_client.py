@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from client_settings import FAST
+from client_helpers import FAST, Collector
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -56,28 +56,6 @@ def topic(request: pytest.FixtureRequest) -> str:
 async def producer(server: str) -> AsyncIterator[Producer]:
     async with Producer("PG_TEST", server) as p:
         yield p
-
-
-class Collector:
-    """A listener that records what it gets, per consumer, and can wait for a count."""
-
-    def __init__(self) -> None:
-        self.got: list[MessageExt] = []
-        self.changed = asyncio.Event()
-
-    async def __call__(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
-        self.got += msgs
-        self.changed.set()
-        return ConsumeResult.CONSUME_SUCCESS
-
-    def bodies(self) -> list[bytes]:
-        return sorted(m.body for m in self.got)
-
-    async def wait_for(self, count: int, timeout_s: float = 20) -> None:
-        async with asyncio.timeout(timeout_s):
-            while len(self.got) < count:
-                self.changed.clear()
-                await self.changed.wait()
 
 
 async def test_every_kind_of_send_is_consumed_once_and_tags_filter(

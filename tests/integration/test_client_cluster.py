@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_settings import FAST
+from client_helpers import FAST
 from server_procs import ServerProcess
 
 from pocketmq.client import (

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
-from client_settings import FAST
+from client_helpers import FAST, Collector
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -72,25 +72,6 @@ def topic(request: pytest.FixtureRequest) -> str:
 async def producer(servers: Servers) -> AsyncIterator[Producer]:
     async with Producer("PG_REQUESTS", servers.namesrv) as p:
         yield p
-
-
-class Collector:
-    """A listener that records what it gets and can wait for a count."""
-
-    def __init__(self) -> None:
-        self.got: list[MessageExt] = []
-        self.changed = asyncio.Event()
-
-    async def __call__(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
-        self.got += msgs
-        self.changed.set()
-        return ConsumeResult.CONSUME_SUCCESS
-
-    async def wait_for(self, count: int, timeout_s: float = 20) -> None:
-        async with asyncio.timeout(timeout_s):
-            while len(self.got) < count:
-                self.changed.clear()
-                await self.changed.wait()
 
 
 def consumer_of(servers: Servers, group: str, topic: str, listener: Any) -> PushConsumer:

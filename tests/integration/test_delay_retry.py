@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_settings import FAST_FROM_FIRST
+from client_helpers import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import (

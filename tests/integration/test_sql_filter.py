@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from client_settings import FAST_FROM_FIRST
+from client_helpers import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import (

@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_settings import FAST_FROM_FIRST
+from client_helpers import FAST_FROM_FIRST, Collector
 from server_procs import ServerProcess
 
 from pocketmq.client import (
-    ConsumeContext,
-    ConsumeResult,
     LocalTransactionState,
     Message,
     MessageExt,
@@ -139,18 +137,6 @@ class Ledger:
         await wait_until(
             lambda: self.checks[sentinel] >= target, 20, f"{count} checks of {sentinel!r}"
         )
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.got: list[MessageExt] = []
-
-    async def __call__(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
-        self.got += msgs
-        return ConsumeResult.CONSUME_SUCCESS
-
-    def bodies(self) -> list[bytes]:
-        return sorted(m.body for m in self.got)
 
 
 async def test_commit_rollback_and_a_check_back_deliver_exactly_the_committed(

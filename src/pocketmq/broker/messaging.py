@@ -86,6 +86,17 @@ class MessagingService:
         self.topics = broker.topics
         self.offsets = broker.offsets
         self.groups = broker.subscription_groups
+        # The broker's region and trace switch, as a send answer and a stored message carry
+        # them; with the cluster, what ``stamp`` puts on every message (built once: the
+        # config does not change while the broker runs).
+        self.region_properties: dict[str, str] = {
+            MessageConst.MSG_REGION: self.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
+        }
+        self._stamp = {
+            MessageConst.CLUSTER: self.config.broker_cluster_name,
+            **self.region_properties,
+        }
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -253,21 +264,11 @@ class MessagingService:
             self.stamp(msg)
         return await self.store.put_messages(msgs)
 
-    @property
-    def region_properties(self) -> dict[str, str]:
-        """The broker's region and trace switch, as a send answer and a stored message carry
-        them."""
-        return {
-            MessageConst.MSG_REGION: self.config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
-        }
-
     def stamp(self, msg: MessageExt) -> None:
         """The properties RocketMQ's send processor puts on every message a producer sends:
         the broker's cluster (which a request-reply consumer needs to build its reply), its
         region and trace switch (5.x stamps these on each message, 4.x only in the answer)."""
-        msg.properties[MessageConst.CLUSTER] = self.config.broker_cluster_name
-        msg.properties.update(self.region_properties)
+        msg.properties.update(self._stamp)
 
     async def store_reply(self, msg: MessageExt) -> PutResult | None:
         """Keep a reply message (already pushed to its requester, or not) in the reply topic

@@ -18,7 +18,8 @@ from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.broker.transaction import ProducerRegistry, TransactionService
 from pocketmq.clock import SYSTEM_CLOCK, Clock
-from pocketmq.store import MessageStore
+from pocketmq.protocol.names import PERM_READ_WRITE
+from pocketmq.store import MessageStore, StoreConfig
 
 
 def messaging_for(
@@ -47,3 +48,19 @@ def messaging_for(
         transactions=TransactionService(store, offsets, topics, producers, config, clock=clock),
     )
     return MessagingService(broker)
+
+
+def messaging_with_topic(
+    root: Path, topic: str, queue_nums: int, clock: Clock = SYSTEM_CLOCK
+) -> MessagingService:
+    """A messaging service over a fresh store of 1 MiB commitlog segments in ``root``, with
+    ``topic`` (``queue_nums`` queues, read-write) created; the caller closes its store."""
+    store = MessageStore(StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=1 << 20))
+    store.open()
+    topics = TopicConfigManager(
+        root / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
+        default_queue_nums=queue_nums,
+    )  # fmt: skip
+    topics.load()
+    topics.create_system_if_absent(topic, queue_nums, PERM_READ_WRITE)
+    return messaging_for(root, store, topics, ConsumerOffsetManager(root / "offsets.json"), clock)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from broker_parts import messaging_for
+from broker_parts import messaging_for, messaging_with_topic
 
 from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
 from pocketmq.broker.offsets import ConsumerOffsetManager
@@ -20,7 +20,6 @@ from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
 from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
 from pocketmq.store import GetStatus, MessageStore
-from pocketmq.store.config import StoreConfig
 
 TOPIC = "OrderTopic"
 GROUP = "GID_ORDERS"
@@ -28,21 +27,10 @@ GROUP = "GID_ORDERS"
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
-    store = MessageStore(
-        StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=1 << 20)
-    )
-    store.open()
-    topics = TopicConfigManager(
-        tmp_path / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
-        default_queue_nums=2,
-    )  # fmt: skip
-    topics.load()
-    topics.create_system_if_absent(TOPIC, 2, 6)
-    offsets = ConsumerOffsetManager(tmp_path / "offsets.json")
-    service = messaging_for(tmp_path, store, topics, offsets, FakeClock())
-    store.on_message_arrived = service.broker.pull_hold.notify
+    service = messaging_with_topic(tmp_path, TOPIC, 2, FakeClock())
+    service.store.on_message_arrived = service.broker.pull_hold.notify
     yield service
-    store.close()
+    service.store.close()
 
 
 async def _origin(service: MessagingService, reconsume_times: int = 0) -> MessageExt:

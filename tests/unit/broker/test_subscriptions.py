@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from broker_parts import messaging_for
+from broker_parts import messaging_with_topic
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
@@ -22,9 +22,7 @@ from pocketmq.broker.filtering import FilterNotSupported
 from pocketmq.broker.handlers.clients import ClientHandlers
 from pocketmq.broker.handlers.pull import PullHandlers
 from pocketmq.broker.messaging import MessagingService
-from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
-from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.broker.transaction.producers import ProducerRegistry
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
@@ -33,8 +31,6 @@ from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag, dec
 from pocketmq.protocol.names import SubscriptionData
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
-from pocketmq.store import MessageStore
-from pocketmq.store.config import StoreConfig
 
 TOPIC, GROUP = "Orders", "GID_ORDERS"
 SQL = "amount > 5 AND TAGS <> 'skip'"
@@ -53,17 +49,7 @@ class FakeTransport(asyncio.Transport):
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
-    store = MessageStore(
-        StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=1 << 20)
-    )
-    store.open()
-    topics = TopicConfigManager(
-        tmp_path / "topics.json", cluster="C", broker_name="broker-a", auto_create=True,
-        default_queue_nums=1,
-    )  # fmt: skip
-    topics.load()
-    topics.create_system_if_absent(TOPIC, 1, 6)
-    service = messaging_for(tmp_path, store, topics, ConsumerOffsetManager(tmp_path / "o.json"))
+    service = messaging_with_topic(tmp_path, TOPIC, 1)
     clock = FakeClock()
     service.broker.consumers = ConsumerManager(120_000, clock=clock)
     service.broker.messaging = service
@@ -73,7 +59,7 @@ async def service(tmp_path: Path) -> AsyncIterator[MessagingService]:
                        properties={MessageConst.TAGS: tag, "amount": str(i)})
         )  # fmt: skip
     yield service
-    store.close()
+    service.store.close()
 
 
 def channel() -> RemotingChannel:
