@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from pocketmq.broker.config import BrokerConfig
 from pocketmq.conf import camel_to_snake, read_properties
 from pocketmq.errors import ConfigError
-from pocketmq.store.config import FlushDiskType, StoreConfig, parse_delay_levels
+from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig, parse_delay_levels
 
 BROKER_CONF = """\
 # A broker.conf as written for RocketMQ
@@ -211,3 +212,40 @@ def test_read_properties_handles_java_syntax(tmp_path: Path) -> None:
 def test_unusable_paths_and_retention_are_refused(changes: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         StoreConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_broker_role_and_ha_settings_are_read_from_broker_conf() -> None:
+    cfg = BrokerConfig.from_properties(
+        {
+            "brokerRole": "SYNC_MASTER",
+            "haListenPort": "20912",
+            "haTransferBatchSize": "65536",
+            "haMasterAddress": "10.0.0.1:10912",
+            "slaveReadEnable": "true",
+        }
+    )
+    assert cfg.store.broker_role is BrokerRole.SYNC_MASTER
+    assert cfg.store.broker_role.is_master
+    assert cfg.ha_listen_port == 20912
+    assert cfg.store.ha_transfer_batch_size == 65536
+    assert cfg.store.ha_master_address == "10.0.0.1:10912"
+    assert cfg.slave_read_enable
+
+
+def test_ha_port_defaults_to_the_listen_port_plus_one() -> None:
+    assert BrokerConfig(listen_port=10911).ha_listen_port == 10912
+    assert BrokerConfig(listen_port=0).ha_listen_port == 0
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"brokerRole": "SLAVE"}, "a slave's brokerId must be 1 or more"),
+        ({"brokerRole": "ASYNC_MASTER", "brokerId": "1"}, "a master's brokerId is 0"),
+        ({"brokerRole": "LEADER"}, "broker_role"),
+        ({"haListenPort": "70000"}, "ha_listen_port"),
+    ],
+)
+def test_inconsistent_roles_are_refused(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_properties(props)

@@ -16,7 +16,7 @@ from pocketmq.store.config import StoreConfig
 class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
-    # 0 is the master; slaves have positive ids.
+    # 0 is the master; slaves have positive ids (the role itself is store.broker_role).
     broker_id: int = 0
     # NameServer addresses, ";"-separated; empty: do not register anywhere.
     namesrv_addr: str = ""
@@ -51,6 +51,10 @@ class BrokerConfig:
     # Timer messages may ask for at most this delay (RocketMQ 5: three days).
     timer_max_delay_sec: int = 3 * 24 * 3600
     long_polling_enable: bool = True
+    # Whether pulls may be sent to a slave while the master is up (RocketMQ's slaveReadEnable):
+    # off, a master tells consumers to stay with it (suggestWhichBrokerId 0); on, a master
+    # whose consumers lag beyond memory sends them to the group's whichBrokerWhenConsumeSlowly.
+    slave_read_enable: bool = False
     # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, which is off by default
     # there: pocketmq turns it on, since evaluating a selector costs only the pulls using it).
     enable_property_filter: bool = True
@@ -82,6 +86,13 @@ class BrokerConfig:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be 0 (master) or positive (slave)")
+        if self.store.broker_role.is_master and self.broker_id != 0:
+            raise ConfigError(
+                f"broker_id is {self.broker_id} but broker_role is "
+                f"{self.store.broker_role.value}: a master's brokerId is 0"
+            )
+        if not self.store.broker_role.is_master and self.broker_id == 0:
+            raise ConfigError("broker_role is SLAVE: a slave's brokerId must be 1 or more")
         if not 0 < self.min_invisible_time_mills_for_recv <= self.max_invisible_time_mills:
             raise ConfigError(
                 "min_invisible_time_mills_for_recv must be positive and at most "
@@ -99,6 +110,14 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_listen_port(self) -> int:
+        """The HA port to bind: the store's setting, else the listen port + 1 (0 stays 0: any
+        free port, as tests ask)."""
+        if self.store.ha_listen_port is not None:
+            return self.store.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -18,6 +18,18 @@ class FlushDiskType(enum.Enum):
     SYNC_FLUSH = "SYNC_FLUSH"  # ack only after fdatasync; concurrent puts share one (group commit)
 
 
+class BrokerRole(enum.Enum):
+    """RocketMQ's brokerRole (a store setting there too)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"  # ack once stored here; slaves follow when they can
+    SYNC_MASTER = "SYNC_MASTER"  # ack once a slave has the bytes too (FLUSH_SLAVE_TIMEOUT)
+    SLAVE = "SLAVE"  # a replica of its master's CommitLog: refuses writes, serves reads
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
+
+
 _TIME_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -89,6 +101,22 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     # Most consume-queue units scanned by one get_message call when a filter skips messages.
     max_filter_message_count: int = 16_000
+    # Replication (RocketMQ 4.x's HAService names and defaults).
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    # The HA port; None: the broker's listen port + 1, as RocketMQ's BrokerStartup sets it.
+    ha_listen_port: int | None = None
+    # A slave reports its CommitLog offset at least this often (ms); the master sends an empty
+    # frame as often when it has nothing new.
+    ha_send_heartbeat_interval: int = 5_000
+    # A connection silent this long (ms) is closed.
+    ha_housekeeping_interval: int = 20_000
+    # Most CommitLog bytes in one frame from master to slave.
+    ha_transfer_batch_size: int = 32 * 1024
+    # A slave's master, "ip:port" of its HA port; empty: the one the NameServer names when the
+    # slave registers (RegisterBrokerResult's haServerAddr).
+    ha_master_address: str = ""
+    # A SYNC_MASTER whose slave lags by this many bytes or more answers SLAVE_NOT_AVAILABLE.
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
@@ -107,8 +135,14 @@ class StoreConfig:
             "max_index_num",
             "max_transfer_bytes_on_message_in_memory",
             "max_transfer_count_on_message_in_memory",
+            "ha_send_heartbeat_interval",
+            "ha_housekeeping_interval",
+            "ha_transfer_batch_size",
+            "ha_max_gap_not_in_sync",
         ):
             positive(name)
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port < 65536:
+            raise ConfigError(f"ha_listen_port must be 0..65535, got {self.ha_listen_port}")
         if str(self.store_path_root_dir) in ("", "."):
             raise ConfigError("store_path_root_dir must name a directory")
         if self.file_reserved_time < 0:
