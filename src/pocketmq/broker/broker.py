@@ -63,6 +63,10 @@ class Broker:
         self.namesrv_client = RemotingClient()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
+        # A slave's master as the NameServer names it in its answer to REGISTER_BROKER: the
+        # remoting address (config sync) and the HA address (replication); "" until known.
+        self.master_addr = ""
+        self.master_ha_addr = ""
 
     @property
     def port(self) -> int:
@@ -216,10 +220,18 @@ class Broker:
                 resp = await self.namesrv_client.invoke(addr, self._register_request(), 3)
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", addr, resp.remark)
+                elif not self.config.store.broker_role.is_master:
+                    self._learn_master(resp.ext_fields)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("cannot register with name server %s: %s", addr, exc)
             except Exception:  # one name server's failure must not skip the others
                 log.exception("cannot register with name server %s", addr)
+
+    def _learn_master(self, answer: dict[str, str]) -> None:
+        master, ha = answer.get("masterAddr") or "", answer.get("haServerAddr") or ""
+        if (master, ha) != (self.master_addr, self.master_ha_addr):
+            log.info("master of %s: %s (HA %s)", self.config.broker_name, master or "-", ha or "-")
+            self.master_addr, self.master_ha_addr = master, ha
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:
