@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pocketmq.broker.topics import put_persisted
+from pocketmq.broker.topics import data_version_of, put_persisted
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -77,6 +77,27 @@ class SubscriptionGroupManager:
             for name, cfg in (data.get("subscriptionGroupTable") or {}).items():
                 if isinstance(cfg, dict):
                     self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+            if isinstance(data.get("dataVersion"), dict):
+                self.data_version = data_version_of(data["dataVersion"])
+
+    def install(self, wrapper: dict[str, Any]) -> bool:
+        """A slave takes its master's groups (a SubscriptionGroupWrapper) in place of its own
+        when the master's data version differs, as SlaveSynchronize does; returns whether
+        they were taken.
+
+        Raises:
+            KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
+        """
+        version = data_version_of(wrapper.get("dataVersion"))
+        if version == self.data_version:
+            return False
+        table = {
+            str(name): SubscriptionGroupConfig.from_json({**cfg, "groupName": name})
+            for name, cfg in (wrapper.get("subscriptionGroupTable") or {}).items()
+        }
+        self.table, self.data_version = table, version
+        self.persist()
+        return True
 
     def wrapper(self) -> dict[str, Any]:
         return {

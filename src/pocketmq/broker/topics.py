@@ -40,6 +40,18 @@ def put_persisted(table: dict[str, T], key: str, value: T, persist: Callable[[],
         raise
 
 
+def data_version_of(value: Any) -> dict[str, int]:
+    """A DataVersion as its JSON carries it, reduced to what tells two apart (RocketMQ 5's
+    stateVersion, when present, is left out: 4.x compares timestamp and counter).
+
+    Raises:
+        TypeError, ValueError: not an object of numbers.
+    """
+    if not isinstance(value, dict):
+        raise TypeError(f"dataVersion must be an object, got {value!r}")
+    return {"timestamp": int(value.get("timestamp", 0)), "counter": int(value.get("counter", 0))}
+
+
 @dataclass(slots=True)
 class TopicConfig:
     topic_name: str
@@ -107,10 +119,7 @@ class TopicConfigManager:
                 self.table[name] = TopicConfig.from_json({"topicName": name, **cfg})
             version = data.get("dataVersion")
             if isinstance(version, dict):
-                self.data_version = {
-                    "timestamp": int(version.get("timestamp", 0)),
-                    "counter": int(version.get("counter", 0)),
-                }
+                self.data_version = data_version_of(version)
         for cfg in self._system:
             self.table.setdefault(cfg.topic_name, cfg)
 
@@ -162,6 +171,25 @@ class TopicConfigManager:
             self.update(cfg)
             self.on_created()
         return cfg
+
+    def install(self, wrapper: dict[str, Any]) -> bool:
+        """A slave takes its master's topics (a TopicConfigSerializeWrapper) in place of its
+        own when the master's data version differs, as SlaveSynchronize does; returns
+        whether they were taken.
+
+        Raises:
+            KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
+        """
+        version = data_version_of(wrapper.get("dataVersion"))
+        if version == self.data_version:
+            return False
+        table = {
+            str(name): TopicConfig.from_json({**cfg, "topicName": name})
+            for name, cfg in (wrapper.get("topicConfigTable") or {}).items()
+        }
+        self.table, self.data_version = table, version
+        self.persist()
+        return True
 
     def wrapper(self) -> dict[str, Any]:
         """The topicConfigSerializeWrapper of a registration."""
