@@ -108,12 +108,9 @@ class SlaveSynchronize:
             raise SyncError(f"request {code}: the body is not JSON: {exc}") from exc
 
     async def sync_topics(self, master_addr: str) -> None:
-        wrapper = await self._fetch(master_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        try:
-            if self.broker.topics.install(wrapper):
-                log.info("topic configs taken from master %s", master_addr)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SyncError(f"malformed topic configs: {exc}") from exc
+        topics = self.broker.topics
+        await self._install(master_addr, RequestCode.GET_ALL_TOPIC_CONFIG, topics.install,
+                            "topic configs")  # fmt: skip
 
     async def sync_consumer_offsets(self, master_addr: str) -> None:
         body = await self._fetch(master_addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
@@ -124,9 +121,21 @@ class SlaveSynchronize:
         self.broker.schedule.install(delay_offset_table(body))
 
     async def sync_subscription_groups(self, master_addr: str) -> None:
-        wrapper = await self._fetch(master_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        groups = self.broker.subscription_groups
+        await self._install(master_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                            groups.install, "subscription groups")  # fmt: skip
+
+    async def _install(
+        self, master_addr: str, code: int, install: Callable[[Any], bool], what: str
+    ) -> None:
+        """A versioned table (topics, groups): taken when the master's version differs.
+
+        Raises:
+            SyncError, ConnectionError, TimeoutError.
+        """
+        wrapper = await self._fetch(master_addr, code)
         try:
-            if self.broker.subscription_groups.install(wrapper):
-                log.info("subscription groups taken from master %s", master_addr)
+            if install(wrapper):
+                log.info("%s taken from master %s", what, master_addr)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SyncError(f"malformed subscription groups: {exc}") from exc
+            raise SyncError(f"malformed {what}: {exc}") from exc

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pocketmq.broker.topics import data_version_of, put_persisted
+from pocketmq.broker.topics import data_version_of, install_newer, put_persisted
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -81,23 +81,11 @@ class SubscriptionGroupManager:
                 self.data_version = data_version_of(data["dataVersion"])
 
     def install(self, wrapper: dict[str, Any]) -> bool:
-        """A slave takes its master's groups (a SubscriptionGroupWrapper) in place of its own
-        when the master's data version differs, as SlaveSynchronize does; returns whether
-        they were taken.
-
-        Raises:
-            KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
-        """
-        version = data_version_of(wrapper.get("dataVersion"))
-        if version == self.data_version:
-            return False
-        table = {
-            str(name): SubscriptionGroupConfig.from_json({**cfg, "groupName": name})
-            for name, cfg in (wrapper.get("subscriptionGroupTable") or {}).items()
-        }
-        self.table, self.data_version = table, version
-        self.persist()
-        return True
+        """A master's SubscriptionGroupWrapper, on a slave (``topics.install_newer``)."""
+        return install_newer(
+            self, wrapper, "subscriptionGroupTable",
+            lambda name, cfg: SubscriptionGroupConfig.from_json({**cfg, "groupName": name}),
+        )  # fmt: skip
 
     def wrapper(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -50,6 +50,35 @@ def data_version_of(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         raise TypeError(f"dataVersion must be an object, got {value!r}")
     return {"timestamp": int(value.get("timestamp", 0)), "counter": int(value.get("counter", 0))}
+
+
+class Versioned(Protocol[T]):
+    """A metadata table with RocketMQ's DataVersion (topics, subscription groups)."""
+
+    table: dict[str, T]
+    data_version: dict[str, int]
+
+    def persist(self) -> None: ...
+
+
+def install_newer(
+    manager: Versioned[T], wrapper: dict[str, Any], key: str,
+    parse: Callable[[str, dict[str, Any]], T],
+) -> bool:  # fmt: skip
+    """A slave takes its master's table (the wrapper's ``key``, each entry parsed) in place of
+    its own when the master's data version differs, as SlaveSynchronize does, and persists it;
+    returns whether it was taken.
+
+    Raises:
+        KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
+    """
+    version = data_version_of(wrapper.get("dataVersion"))
+    if version == manager.data_version:
+        return False
+    manager.table = {str(n): parse(str(n), c) for n, c in (wrapper.get(key) or {}).items()}
+    manager.data_version = version
+    manager.persist()
+    return True
 
 
 @dataclass(slots=True)
@@ -173,23 +202,13 @@ class TopicConfigManager:
         return cfg
 
     def install(self, wrapper: dict[str, Any]) -> bool:
-        """A slave takes its master's topics (a TopicConfigSerializeWrapper) in place of its
-        own when the master's data version differs, as SlaveSynchronize does; returns
-        whether they were taken.
-
-        Raises:
-            KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
-        """
-        version = data_version_of(wrapper.get("dataVersion"))
-        if version == self.data_version:
-            return False
-        table = {
-            str(name): TopicConfig.from_json({**cfg, "topicName": name})
-            for name, cfg in (wrapper.get("topicConfigTable") or {}).items()
-        }
-        self.table, self.data_version = table, version
-        self.persist()
-        return True
+        """A master's TopicConfigSerializeWrapper, on a slave (``install_newer``)."""
+        return install_newer(
+            self,
+            wrapper,
+            "topicConfigTable",
+            lambda name, cfg: TopicConfig.from_json({**cfg, "topicName": name}),
+        )
 
     def wrapper(self) -> dict[str, Any]:
         """The topicConfigSerializeWrapper of a registration."""
