@@ -54,9 +54,10 @@ def check_boundary(commitlog: CommitLog, phy_offset: int) -> int:
         store_ts = info.store_timestamp
     at_end = walk.stop is Stop.BLANK and limit == mf.file_size
     if not at_end and (walk.pos != limit or walk.stop not in (Stop.LIMIT, Stop.BLANK)):
+        why = walk.stop.value if walk.stop is not None else walk.detail
         raise StoreError(
             f"cannot truncate at {phy_offset}: not a record boundary (the walk of segment "
-            f"{mf.path.name} stopped at {mf.file_from_offset + walk.pos}: {walk.stop.value})"
+            f"{mf.path.name} stopped at {mf.file_from_offset + walk.pos}: {why})"
         )
     return store_ts
 

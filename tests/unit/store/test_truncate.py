@@ -48,7 +48,9 @@ def last_part(store: MessageStore, clock: FakeClock) -> None:
     for i in range(25):
         clock.advance(300)
         put_ok(store, msg("A", b"z" * (60 + i * 11), queue_id=i % 2, keys=f"ka{i}"))
-    assert put_batch(store, [msg("C", f"C{i}".encode(), queue_id=1, keys=f"kc{i}") for i in range(3)]).ok
+    assert put_batch(
+        store, [msg("C", f"C{i}".encode(), queue_id=1, keys=f"kc{i}") for i in range(3)]
+    ).ok
 
 
 def commitlog_bytes(store: MessageStore) -> bytes:
