@@ -49,9 +49,6 @@ class FakeBroker:
         self.follows.append((master, truncate_to))
 
 
-Factory = Callable[..., FailoverCoordinator]
-
-
 @pytest.fixture
 async def cluster(
     tmp_path: Path, request: pytest.FixtureRequest
@@ -93,6 +90,20 @@ async def expire_session(zk: ZooKeeperProcess, c: FailoverCoordinator) -> None:
     await asyncio.to_thread(other.start, 10)
     await asyncio.to_thread(other.stop)
     await asyncio.to_thread(other.close)
+
+
+async def master_with_in_sync_slave(
+    cluster: Callable[[str, int, int], FailoverCoordinator], address: str, offset: int
+) -> tuple[FailoverCoordinator, FailoverCoordinator]:
+    """Broker 1 (``offset`` bytes) elected first; broker 2 following, caught up, in the set."""
+    a, b = cluster(address, 1, offset), cluster(address, 2, 0)
+    await a.start()
+    await wait_until(a.may_accept_writes, 10, "a to lead")
+    await b.start()
+    await wait_until(lambda: b.role is Role.SLAVE, 10, "b to follow")
+    broker_of(b).max_offset = offset
+    await a.expand_sync_state_set([2])
+    return a, b
 
 
 async def test_three_contenders_elect_one_master_with_the_most_data(zookeeper, cluster) -> None:
@@ -161,13 +172,7 @@ async def test_a_broker_outside_the_sync_state_set_never_wins(zookeeper, cluster
 
 
 async def test_a_stale_master_cannot_write_the_sync_state_set(zookeeper, cluster) -> None:
-    a, b = cluster(zookeeper.address, 1, 300), cluster(zookeeper.address, 2, 0)
-    await a.start()
-    await wait_until(a.may_accept_writes, 10, "a to lead")
-    await b.start()
-    await wait_until(lambda: b.role is Role.SLAVE, 10, "b to follow")
-    broker_of(b).max_offset = 300
-    await a.expand_sync_state_set([2])
+    a, b = await master_with_in_sync_slave(cluster, zookeeper.address, 300)
     stale_lease = a._lease
     assert stale_lease is not None
     await a.stop()  # a dies; b, in the set, takes epoch 2
@@ -196,13 +201,7 @@ async def test_a_stale_master_cannot_write_the_sync_state_set(zookeeper, cluster
 
 async def test_zookeeper_stopped_or_killed_leaves_no_broker_writing(own_zookeeper, cluster) -> None:
     zk = own_zookeeper
-    a, b = cluster(zk.address, 1, 100), cluster(zk.address, 2, 0)
-    await a.start()
-    await wait_until(a.may_accept_writes, 10, "a to lead")
-    await b.start()
-    await wait_until(lambda: b.role is Role.SLAVE, 10, "b to follow")
-    broker_of(b).max_offset = 100
-    await a.expand_sync_state_set([2])
+    a, b = await master_with_in_sync_slave(cluster, zk.address, 100)
 
     zk.signal(signal.SIGSTOP)
     # The lease's fence closes before ZooKeeper could expire the session.

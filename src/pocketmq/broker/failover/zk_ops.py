@@ -15,23 +15,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from pocketmq.broker.failover.model import (
-    EpochEntry,
-    FailoverError,
-    LiveBroker,
-    MasterInfo,
-    NotMasterError,
-    SyncStateSet,
-    ZkPaths,
-    decode_history,
-    decode_live,
-    decode_master,
-    decode_sync_state_set,
-    encode_history,
-    encode_live,
-    encode_master,
-    encode_sync_state_set,
-)
+from pocketmq.broker.failover import model
+from pocketmq.broker.failover.model import EpochEntry, LiveBroker, MasterInfo, SyncStateSet, ZkPaths
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +45,8 @@ def ensure_layout(client: KazooClient, paths: ZkPaths) -> None:
     """Create the persistent nodes of a new broker set (racing creators are harmless)."""
     client.ensure_path(paths.brokers)
     initial = (
-        (paths.epochs, encode_history([])),
-        (paths.sync_state_set, encode_sync_state_set(SyncStateSet(0, frozenset()))),
+        (paths.epochs, model.encode_history([])),
+        (paths.sync_state_set, model.encode_sync_state_set(SyncStateSet(0, frozenset()))),
     )
     for path, value in initial:
         with contextlib.suppress(NodeExistsError):
@@ -69,15 +54,15 @@ def ensure_layout(client: KazooClient, paths: ZkPaths) -> None:
 
 
 def read_state(client: KazooClient, paths: ZkPaths) -> ClusterState:
-    """Raises FailoverError when a node holds something malformed."""
+    """Raises model.FailoverError when a node holds something malformed."""
     try:
         raw, stat = client.get(paths.master)
-        master: MasterInfo | None = decode_master(raw)
+        master: MasterInfo | None = model.decode_master(raw)
         owner, master_version = stat.ephemeralOwner, stat.version
     except NoNodeError:
         master, owner, master_version = None, 0, -1
     raw, epochs_stat = client.get(paths.epochs)
-    history = decode_history(raw)
+    history = model.decode_history(raw)
     raw, sss_stat = client.get(paths.sync_state_set)
     return ClusterState(
         master,
@@ -85,7 +70,7 @@ def read_state(client: KazooClient, paths: ZkPaths) -> ClusterState:
         master_version,
         history,
         epochs_stat.version,
-        decode_sync_state_set(raw),
+        model.decode_sync_state_set(raw),
         sss_stat.version,
     )
 
@@ -94,7 +79,7 @@ def register(client: KazooClient, paths: ZkPaths, me: LiveBroker) -> None:
     """Publish this broker as live (its ephemeral node), replacing what a previous session of
     the same broker left there."""
     path = paths.broker(me.broker_id)
-    value = encode_live(me)
+    value = model.encode_live(me)
     session_id = client.client_id[0]
     try:
         _, stat = client.get(path)
@@ -118,7 +103,7 @@ def live_brokers(client: KazooClient, paths: ZkPaths) -> list[LiveBroker]:
             raw, _ = client.get(f"{paths.brokers}/{child}")
         except NoNodeError:
             continue
-        live.append(decode_live(int(child), raw))
+        live.append(model.decode_live(int(child), raw))
     return live
 
 
@@ -135,9 +120,9 @@ def try_elect(
     history = [*state.history, EpochEntry(me.epoch, start_offset)]
     sss = SyncStateSet(me.epoch, frozenset({me.broker_id}))
     tx = client.transaction()
-    tx.create(paths.master, encode_master(me), ephemeral=True)
-    tx.set_data(paths.epochs, encode_history(history), version=state.epochs_version)
-    tx.set_data(paths.sync_state_set, encode_sync_state_set(sss), version=state.sss_version)
+    tx.create(paths.master, model.encode_master(me), ephemeral=True)
+    tx.set_data(paths.epochs, model.encode_history(history), version=state.epochs_version)
+    tx.set_data(paths.sync_state_set, model.encode_sync_state_set(sss), version=state.sss_version)
     results = tx.commit()
     if not _committed(results):
         return None
@@ -157,10 +142,10 @@ def write_sync_state_set(
     tx = client.transaction()
     tx.check(paths.master, lease.master_version)
     tx.check(paths.epochs, lease.epochs_version)
-    tx.set_data(paths.sync_state_set, encode_sync_state_set(sss), version=lease.sss_version)
+    tx.set_data(paths.sync_state_set, model.encode_sync_state_set(sss), version=lease.sss_version)
     results = tx.commit()
     if not _committed(results):
-        raise NotMasterError(
+        raise model.NotMasterError(
             f"the sync-state set was not written: this broker is no longer the master of "
             f"epoch {sss.epoch} ({[type(r).__name__ for r in results]})"
         )
@@ -176,6 +161,6 @@ def check_lease(client: KazooClient, paths: ZkPaths, lease: Lease, epoch: int) -
     if stat.ephemeralOwner != client.client_id[0] or stat.version != lease.master_version:
         return False
     try:
-        return decode_master(raw).epoch == epoch
-    except FailoverError:
+        return model.decode_master(raw).epoch == epoch
+    except model.FailoverError:
         return False
