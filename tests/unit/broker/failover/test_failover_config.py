@@ -3,15 +3,18 @@ refused when they cannot work."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.failover import FailoverSettings
 from pocketmq.broker.failover.epoch_file import LocalEpochHistory
 from pocketmq.broker.failover.model import EpochEntry, FailoverError
 from pocketmq.errors import ConfigError
+from pocketmq.store.config import StoreConfig
 
 
 def test_off_by_default() -> None:
@@ -60,3 +63,17 @@ def test_local_epoch_history_round_trip(tmp_path: Path) -> None:
     path.with_name(path.name + ".bak").unlink(missing_ok=True)
     with pytest.raises(FailoverError):
         LocalEpochHistory(path).load()
+
+
+def test_a_broker_configured_for_failover_refuses_to_start_until_it_can_switch_roles(
+    tmp_path: Path,
+) -> None:
+    config = BrokerConfig(
+        broker_id=1,
+        listen_port=0,
+        failover_zk_address="127.0.0.1:2181",
+        store=StoreConfig(store_path_root_dir=tmp_path),
+    )
+    with pytest.raises(ConfigError, match="cannot switch roles"):
+        asyncio.run(Broker(config).start())
+    assert not (tmp_path / "commitlog").exists()
