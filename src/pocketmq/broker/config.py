@@ -51,6 +51,9 @@ class BrokerConfig:
     # Timer messages may ask for at most this delay (RocketMQ 5: three days).
     timer_max_delay_sec: int = 3 * 24 * 3600
     long_polling_enable: bool = True
+    # A slave copies its master's topics, groups, consumer and delay offsets this often (ms):
+    # RocketMQ's fixed 10 s; shorter in tests.
+    slave_sync_interval: int = 10_000
     # Whether pulls may be sent to a slave while the master is up (RocketMQ's slaveReadEnable):
     # off, a master tells consumers to stay with it (suggestWhichBrokerId 0); on, a master
     # whose consumers lag beyond memory sends them to the group's whichBrokerWhenConsumeSlowly.
@@ -112,6 +115,8 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.slave_sync_interval <= 0:
+            raise ConfigError("slave_sync_interval must be positive")
         if self.transaction_time_out < 0:
             raise ConfigError("transaction_time_out must be >= 0")
         if self.transaction_check_interval <= 0:

@@ -59,17 +59,20 @@ async def start_broker(config: BrokerConfig) -> tuple[Broker, int]:
         raise click.ClickException(f"cannot start the broker: {exc}") from exc
 
 
-async def start_grpc(broker: Broker, host: str, port: int) -> tuple[GrpcService, int]:
-    """Start a started broker's gRPC endpoint; the bound port comes back with it.
+async def start_grpc(broker: Broker, host: str, port: int) -> int:
+    """Give a started broker its gRPC endpoint, which runs while the broker is master (a
+    slave serves no 5.x client: they all write); the broker stops it. Returns its bound port,
+    or the one it will bind (0: any free one) on a slave.
 
     Raises:
         click.ClickException: the port cannot be bound.
     """
     service = GrpcService(broker, host, port)
     try:
-        return service, await service.start()
+        await broker.add_master_endpoint(service)
     except OSError as exc:
         raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
+    return service.port
 
 
 def write_ready_file(path: Path, content: str) -> None:
@@ -161,7 +164,7 @@ def broker(
         stop = stop_on_signals()
         server, port = await start_broker(config)
         try:
-            grpc_server, g_port = await start_grpc(server, config.listen_host, grpc_port)
+            g_port = await start_grpc(server, config.listen_host, grpc_port)
         except click.ClickException:
             await server.stop()
             raise
@@ -174,7 +177,6 @@ def broker(
         try:
             await stop.wait()
         finally:
-            await grpc_server.stop()
             await server.stop()
 
     run_async(serve())
@@ -213,7 +215,7 @@ def serve(
             await namesrv_server.stop()
             raise
         try:
-            grpc_server, g_port = await start_grpc(broker_server, host, grpc_port)
+            g_port = await start_grpc(broker_server, host, grpc_port)
         except click.ClickException:
             await broker_server.stop()
             await namesrv_server.stop()
@@ -231,7 +233,6 @@ def serve(
         try:
             await stop.wait()
         finally:
-            await grpc_server.stop()
             await broker_server.stop()
             await namesrv_server.stop()
 

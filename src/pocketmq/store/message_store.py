@@ -36,7 +36,7 @@ from pocketmq.protocol.message import (
 from pocketmq.store import retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
-from pocketmq.store.config import FlushDiskType, StoreConfig
+from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import (
     DispatchRequest,
@@ -95,6 +95,14 @@ class MessageStore:
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         # How the disk use is read; tests replace it to simulate a filling disk.
         self.disk_usage: Callable[[Path], tuple[int, int]] = _disk_usage
+        # The role now (the config's at start); a failover may change it while the store runs.
+        # A slave's CommitLog is its master's copy: no put is accepted here.
+        self.role: BrokerRole = config.broker_role
+        # CommitLog bytes a pull may leave unread behind it before the store suggests the
+        # slave: accessMessageInMemoryMaxRatio of the physical memory.
+        self.memory_for_reads_bytes = (
+            _physical_memory_bytes() * config.access_message_in_memory_max_ratio // 100
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -308,6 +316,11 @@ class MessageStore:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, detail="the message store is not running"
             )
+        if self.role is BrokerRole.SLAVE:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                detail="the broker's role is SLAVE: messages are put to its master",
+            )
         if self.disk_full:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE,
@@ -396,6 +409,7 @@ class MessageStore:
         max_scan = max(self.config.max_filter_message_count, max_msg_nums * 20)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         commitlog_min = self.commitlog.min_offset()
+        last_phy = 0
         total = 0
         scanned = 0
         removing = False
@@ -407,6 +421,7 @@ class MessageStore:
                 break
             scanned += 1
             result.next_begin_offset = qo + 1
+            last_phy = phy
             if size == _BLANK_SIZE or phy < commitlog_min:
                 removing = True
                 continue
@@ -423,6 +438,8 @@ class MessageStore:
             total += size
             if len(result.messages) >= max_count:
                 break
+        behind = self.commitlog.max_offset() - last_phy
+        result.suggest_pulling_from_slave = behind > self.memory_for_reads_bytes
         if result.messages:
             result.status = GetStatus.FOUND
         elif removing:
@@ -593,6 +610,10 @@ class MessageStore:
     def truncate(self, phy_offset: int) -> None:
         """Drop every record at or after ``phy_offset``, a record boundary (store.truncate)."""
         truncate_store(self, phy_offset)
+
+
+def _physical_memory_bytes() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _disk_usage(path: Path) -> tuple[int, int]:
