@@ -20,8 +20,8 @@ from pocketmq.protocol.ha import (
 
 def test_exact_bytes() -> None:
     assert encode_report(0x0102030405060708) == bytes.fromhex("0102030405060708")
-    assert encode_frame_header(4096, 3) == bytes.fromhex("0000000000001000" "00000003")
-    assert encode_frame_header(7, 0) == bytes.fromhex("0000000000000007" "00000000")
+    assert encode_frame_header(4096, 3) == bytes.fromhex("000000000000100000000003")
+    assert encode_frame_header(7, 0) == bytes.fromhex("000000000000000700000000")
     with pytest.raises(ValueError):
         encode_report(-1)
     with pytest.raises(ValueError):

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from store_helpers import msg, open_store, read_queue, segment_paths, small_config
-from waiting import wait_until
 
 from pocketmq.clock import FakeClock
 from pocketmq.protocol.ha import FRAME_HEADER, encode_frame_header, encode_report
@@ -18,6 +17,7 @@ from pocketmq.store.config import BrokerRole, FlushDiskType
 from pocketmq.store.ha import HAClient
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutStatus
+from waiting import wait_until
 
 HEARTBEAT_MS = 5_000
 SILENT_MS = 20_000
