@@ -78,6 +78,8 @@ class Broker:
 
     async def start(self) -> int:
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
+        # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
+        ha_port = self.config.ha_listen_port
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
             self.store = MessageStore(self.config.store, clock=self.clock)
@@ -133,9 +135,7 @@ class Broker:
         )
         self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.ha_port = await self.store.ha_service.start(
-            self.config.listen_host, self.config.ha_listen_port
-        )
+        self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
         if not self.config.store.broker_role.is_master:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
