@@ -30,6 +30,7 @@ from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.broker.transaction import ProducerRegistry, RemotingChecker, TransactionService
 from pocketmq.clock import SYSTEM_CLOCK, Clock
+from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
@@ -77,6 +78,17 @@ class Broker:
         return self.config.listen_port
 
     async def start(self) -> int:
+        """Open the store, start every service and listen; the bound port comes back.
+
+        Raises:
+            ConfigError: failover is configured (the coordinator exists, the broker's role
+                switch does not yet: refused rather than run without the promised failover).
+        """
+        if self.config.failover_enabled:
+            raise ConfigError(
+                "failoverZkAddress is set, but this broker cannot switch roles under the "
+                "failover coordinator yet; remove the setting to run a fixed master/slave pair"
+            )
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
         ha_port = self.config.ha_listen_port

@@ -26,7 +26,7 @@ from pocketmq.cli.options import (
     store_option,
 )
 from pocketmq.conf import read_properties
-from pocketmq.errors import PocketMQError, StoreError
+from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
 
@@ -55,7 +55,7 @@ async def start_broker(config: BrokerConfig) -> tuple[Broker, int]:
     server = Broker(config)
     try:
         return server, await server.start()
-    except (OSError, StoreError) as exc:
+    except (OSError, StoreError, ConfigError) as exc:
         raise click.ClickException(f"cannot start the broker: {exc}") from exc
 
 

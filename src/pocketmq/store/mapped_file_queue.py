@@ -34,6 +34,9 @@ class MappedFileQueue:
         self.lock = threading.RLock()
         # Log offset up to which every byte is durable.
         self.flushed_where = 0
+        # Counts truncate_dirty calls, so that a flush racing one does not raise flushed_where
+        # to an end that was cut off.
+        self.truncations = 0
         # The next segment, created ahead of time by the prefault thread (not yet in files).
         self._prepared: MappedFile | None = None
         # Held while a segment is being created, so the appender and the prefault thread never
@@ -213,21 +216,29 @@ class MappedFileQueue:
         with self.lock:
             files = list(self.files)
             target = self.max_offset()
+            truncations = self.truncations
         for mf in files:
             if mf.flushed_position < mf.wrote_position:
                 try:
                     mf.flush()
                 except ValueError:  # removed by retention meanwhile
                     continue
-        self.flushed_where = max(self.flushed_where, target)
-        return self.flushed_where
+        with self.lock:
+            # A truncation meanwhile made target stale: bytes appended up to it since are new.
+            if truncations == self.truncations:
+                self.flushed_where = max(self.flushed_where, target)
+            return self.flushed_where
 
     # --- recovery and retention -----------------------------------------------------
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at or after log offset ``offset``: later segments are deleted and the
-        segment holding it is zeroed from there, so stale bytes can never be read as records."""
-        with self.lock:
+        segment holding it is zeroed from there, so stale bytes can never be read as records.
+        A segment prepared ahead that no longer follows the last one is deleted too: left
+        behind, it would be a gap in the names at the next load."""
+        # The prefault thread creates prepared segments under _prepare_lock (then self.lock).
+        with self._prepare_lock, self.lock:
+            self.truncations += 1
             keep: list[MappedFile] = []
             for mf in self.files:
                 if mf.file_end_offset <= offset:
@@ -245,6 +256,12 @@ class MappedFileQueue:
                     mf.destroy()
             self.files = keep
             self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
+            prepared = self._prepared
+            if prepared is not None and (
+                not keep or prepared.file_from_offset != keep[-1].file_end_offset
+            ):
+                self._prepared = None
+                prepared.destroy()
 
     def delete_first(self) -> MappedFile | None:
         """Remove the oldest segment from the queue and the disk (never the only one)."""

@@ -57,6 +57,7 @@ from pocketmq.store.layout import (
 )
 from pocketmq.store.prefault import PrefaultService
 from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
+from pocketmq.store.truncate import truncate_store
 
 log = logging.getLogger(__name__)
 
@@ -594,6 +595,10 @@ class MessageStore:
     def run_retention(self) -> int:
         """Delete expired files (see ``store.retention``); returns the CommitLog files removed."""
         return retention.run_retention(self)
+
+    def truncate(self, phy_offset: int) -> None:
+        """Drop every record at or after ``phy_offset``, a record boundary (store.truncate)."""
+        truncate_store(self, phy_offset)
 
 
 def _disk_usage(path: Path) -> tuple[int, int]:
