@@ -43,6 +43,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
 from pocketmq.store import MessageStore
+from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
 from pocketmq.tasks import cancel_and_wait
 
@@ -88,6 +89,9 @@ class Broker:
         self.master_services_running = False
         self._slave_sync_task: asyncio.Task[None] | None = None
         self._sync_now = asyncio.Event()
+        # The bound HA port (RocketMQ's haServerAddr); a slave's client of its master's.
+        self.ha_port = 0
+        self.ha_client: HAClient | None = None
 
     @property
     def port(self) -> int:
@@ -106,6 +110,8 @@ class Broker:
                 "failover coordinator yet; remove the setting to run a fixed master/slave pair"
             )
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
+        # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
+        ha_port = self.config.ha_listen_port
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
             self.store = MessageStore(self.config.store, clock=self.clock)
@@ -161,6 +167,10 @@ class Broker:
         )
         self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
+        self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
+        if not self.config.store.broker_role.is_master:
+            self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
+            self.ha_client.start()
         register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
@@ -301,7 +311,7 @@ class Broker:
                 "brokerName": self.config.broker_name,
                 "brokerAddr": self.config.broker_addr,
                 "clusterName": self.config.broker_cluster_name,
-                "haServerAddr": f"{self.config.broker_ip1}:{self.config.listen_port + 1}",
+                "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
                 "brokerId": self.config.broker_id,
                 "compressed": False,
                 "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
@@ -329,6 +339,16 @@ class Broker:
             if master and master != self.master_addr:
                 self._sync_now.set()
             self.master_addr, self.master_ha_addr = master, ha
+        if self.ha_client is not None and not self.config.store.ha_master_address:
+            self.ha_client.update_master_address(ha)
+
+    def replication_state(self) -> ReplicationState:
+        """Who this broker replicates to and from, for admin and runtime info."""
+        return ReplicationState(
+            role=self.config.store.broker_role.value,
+            serving=self.store.ha_service.state(),
+            following=self.ha_client.state() if self.ha_client is not None else None,
+        )
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:
@@ -355,6 +375,9 @@ class Broker:
         self.pull_hold.wake_all()
         if self.server is not None:
             await self.server.stop()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        await self.store.ha_service.stop()
         _persist_each(self.offsets.persist, self.topics.persist)  # the store closes regardless
         await asyncio.to_thread(self.store.close)
 

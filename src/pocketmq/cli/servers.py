@@ -146,7 +146,7 @@ def _broker_config(
 @listen_option
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
 @grpc_port_option
-@ready_file_option('Write {"broker": port, "grpc": port} here once serving.')
+@ready_file_option('Write {"broker": port, "grpc": port, "ha": port} here once serving.')
 def broker(
     conf: Path | None,
     store_dir: Path | None,
@@ -173,7 +173,9 @@ def broker(
             f"gRPC endpoint {config.listen_host}:{g_port}"
         )
         if ready_file is not None:
-            write_ready_file(ready_file, json.dumps({"broker": port, "grpc": g_port}))
+            write_ready_file(
+                ready_file, json.dumps({"broker": port, "grpc": g_port, "ha": server.ha_port})
+            )
         try:
             await stop.wait()
         finally:

@@ -125,6 +125,21 @@ class MappedFileQueue:
         start = last.file_end_offset if last is not None else start_offset_if_empty
         return self._create(start)
 
+    def start_at(self, offset: int) -> None:
+        """Make a log with nothing written begin at segment start ``offset`` (a replica whose
+        master starts it there): empty segments are removed, the next append creates it.
+
+        Raises:
+            ValueError: a segment holds data, or offset is not a segment start.
+        """
+        if offset % self.file_size or self.max_offset():
+            raise ValueError(f"cannot restart a log at {offset}")
+        with self.lock:
+            for mf in self.files:
+                mf.destroy()
+            self.files = []
+            self.flushed_where = offset
+
     def _create(self, start: int) -> MappedFile:
         with self._prepare_lock:
             with self.lock:
