@@ -51,6 +51,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/sql_filter_bench.py
 	$(BIN)/python bench/transaction_bench.py
 	$(BIN)/python bench/ha_bench.py
+	$(BIN)/python bench/failover_bench.py
 	$(BIN)/python bench/spark_bench.py
 	$(BIN)/python bench/fuzz_edges.py
 

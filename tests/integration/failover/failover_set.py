@@ -4,7 +4,9 @@ keeps its address), with helpers to find the master, kill it and send through ou
 
 from __future__ import annotations
 
+import collections
 import itertools
+import struct
 import sys
 import time
 from pathlib import Path
@@ -15,14 +17,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker_pair import free_port
 from server_procs import ServerProcess, broker_with_conf, commitlog_is_prefix
 
+from pocketmq.client import Producer
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.message import PullSysFlag, decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 
-__all__ = ["SESSION_MS", "FailoverSet", "commitlog_is_prefix", "master_of", "runtime_info"]
+__all__ = [
+    "QUEUES", "SESSION_MS", "TOPIC", "FailoverSet", "commitlog_is_prefix", "consumable",
+    "create_topic", "master_of", "producer_for", "raw_send", "runtime_info",
+]  # fmt: skip
 
 SESSION_MS = 2000
+TOPIC = "FoTopic"
+QUEUES = 4
 _roots = itertools.count()
 
 
@@ -106,3 +115,48 @@ async def master_of(fo: FailoverSet, client: ClientInstance) -> int | None:
         if info is not None and info["brokerId"] == "0":
             return broker_id
     return None
+
+
+async def raw_send(client: ClientInstance, addr: str) -> int:
+    header = {"producerGroup": "P", "topic": TOPIC, "queueId": 0, "sysFlag": 0,
+              "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": "",
+              "reconsumeTimes": 0, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+    }  # fmt: skip
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, header, b"stale")
+    return (await client.remoting.invoke(addr, cmd, 5)).code
+
+
+async def consumable(client: ClientInstance, addr: str) -> collections.Counter[int]:
+    """Every message of the topic the broker at ``addr`` serves, by number."""
+    seen: collections.Counter[int] = collections.Counter()
+    for queue_id in range(QUEUES):
+        offset = 0
+        while True:
+            fields = {"consumerGroup": "FoCheck", "topic": TOPIC, "queueId": queue_id,
+                      "queueOffset": offset, "maxMsgNums": 32, "sysFlag": PullSysFlag.SUBSCRIPTION,
+                      "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
+                      "subVersion": 0}  # fmt: skip
+            cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+            resp = await client.remoting.invoke(addr, cmd, 5)
+            if resp.code != ResponseCode.SUCCESS:
+                break
+            pos = 0
+            while pos < len(resp.body):
+                size = struct.unpack_from(">i", resp.body, pos)[0]
+                msg = decode_message(resp.body[pos : pos + size])
+                seen[int(msg.body.decode().removeprefix("m-"))] += 1
+                pos += size
+            offset = int(resp.ext_fields["nextBeginOffset"])
+    return seen
+
+
+async def create_topic(client: ClientInstance, addr: str) -> None:
+    fields = {"topic": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+    cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+    assert (await client.remoting.invoke(addr, cmd, 5)).code == ResponseCode.SUCCESS
+
+
+def producer_for(fo: FailoverSet) -> Producer:
+    instance = ClientInstance(fo.namesrv.addr, f"fo-producer@{time.time_ns()}",
+                              poll_name_server_interval_s=0.5)  # fmt: skip
+    return Producer("FoProducer", instance=instance, send_timeout_ms=3000)

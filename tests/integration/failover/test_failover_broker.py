@@ -17,27 +17,34 @@ from __future__ import annotations
 import asyncio
 import collections
 import signal
-import struct
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from failover_set import SESSION_MS, FailoverSet, commitlog_is_prefix, master_of, runtime_info
+from failover_set import (
+    SESSION_MS,
+    TOPIC,
+    FailoverSet,
+    commitlog_is_prefix,
+    consumable,
+    create_topic,
+    master_of,
+    producer_for,
+    raw_send,
+    runtime_info,
+)
+from zk_process import ZooKeeperProcess
 
-from conftest import ZooKeeperProcess
 from pocketmq.client import Producer, SendStatus, message
 from pocketmq.client.instance import ClientInstance
 from pocketmq.errors import PocketMQError
-from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import PullSysFlag, decode_message
-from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.codes import ResponseCode
 from waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-TOPIC = "FoTopic"
-QUEUES = 4
 
 
 @pytest.fixture
@@ -94,8 +101,11 @@ class Load:
 
     async def progress(self, more: int, timeout_s: float) -> None:
         target = len(self.acked) + more
-        await wait_until(lambda: len(self.acked) >= target, timeout_s,
-                         lambda: f"{more} more acks (at {len(self.acked)}, failed {self.failed})")  # fmt: skip
+        await wait_until(
+            lambda: len(self.acked) >= target,
+            timeout_s,
+            lambda: f"{more} more acks (at {len(self.acked)}, failed {self.failed})",
+        )
 
 
 async def elected(fo: FailoverSet, client: ClientInstance, other_than: int | None = None) -> int:
@@ -115,41 +125,11 @@ async def elected(fo: FailoverSet, client: ClientInstance, other_than: int | Non
 async def following(fo: FailoverSet, client: ClientInstance, broker_id: int) -> None:
     async def check() -> bool:
         info = await runtime_info(client, fo.addr(broker_id))
-        return info is not None and info["brokerRole"] == "SLAVE" and info.get("haConnected") == "true"
+        return (
+            info is not None and info["brokerRole"] == "SLAVE" and info.get("haConnected") == "true"
+        )
 
     await wait_until(check, 30, f"broker {broker_id} following the master")
-
-
-async def raw_send(client: ClientInstance, addr: str) -> int:
-    header = {"producerGroup": "P", "topic": TOPIC, "queueId": 0, "sysFlag": 0,
-              "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": "",
-              "reconsumeTimes": 0, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4}  # fmt: skip
-    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, header, b"stale")
-    return (await client.remoting.invoke(addr, cmd, 5)).code
-
-
-async def consumable(client: ClientInstance, addr: str) -> collections.Counter[int]:
-    """Every message of the topic the broker at ``addr`` serves, by number."""
-    seen: collections.Counter[int] = collections.Counter()
-    for queue_id in range(QUEUES):
-        offset = 0
-        while True:
-            fields = {"consumerGroup": "FoCheck", "topic": TOPIC, "queueId": queue_id,
-                      "queueOffset": offset, "maxMsgNums": 32, "sysFlag": PullSysFlag.SUBSCRIPTION,
-                      "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-                      "subVersion": 0}  # fmt: skip
-            cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
-            resp = await client.remoting.invoke(addr, cmd, 5)
-            if resp.code != ResponseCode.SUCCESS:
-                break
-            pos = 0
-            while pos < len(resp.body):
-                size = struct.unpack_from(">i", resp.body, pos)[0]
-                msg = decode_message(resp.body[pos : pos + size])
-                seen[int(msg.body.decode().removeprefix("m-"))] += 1
-                pos += size
-            offset = int(resp.ext_fields["nextBeginOffset"])
-    return seen
 
 
 async def converged(fo: FailoverSet, client: ClientInstance) -> None:
@@ -163,18 +143,6 @@ async def converged(fo: FailoverSet, client: ClientInstance) -> None:
         return len(tops) == 1
 
     await wait_until(check, 30, "every broker holding the master's whole log")
-
-
-async def create_topic(client: ClientInstance, addr: str) -> None:
-    fields = {"topic": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
-    cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
-    assert (await client.remoting.invoke(addr, cmd, 5)).code == ResponseCode.SUCCESS
-
-
-def producer_for(fo: FailoverSet) -> Producer:
-    instance = ClientInstance(fo.namesrv.addr, f"fo-producer@{time.time_ns()}",
-                              poll_name_server_interval_s=0.5)  # fmt: skip
-    return Producer("FoProducer", instance=instance, send_timeout_ms=3000)
 
 
 async def test_sync_master_kill_loop_loses_no_acknowledged_message(
@@ -225,13 +193,23 @@ async def test_async_master_loss_window_is_measured(
     tmp_path: Path, zookeeper: ZooKeeperProcess, client: ClientInstance,
     fo_factory: list[FailoverSet],
 ) -> None:  # fmt: skip
-    fo = FailoverSet(tmp_path, zookeeper.address, brokers=2,
-                     conf={"brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH"})  # fmt: skip
+    conf = {"brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH"}
+    fo = FailoverSet(tmp_path, zookeeper.address, brokers=2, conf=conf)
     fo_factory.append(fo)
     master = await elected(fo, client)
     await create_topic(client, fo.addr(master))
     slave = next(b for b in fo.procs if b != master)
     await following(fo, client, slave)
+    # `pocketmq admin broker-status`: the master as id 0 with its epoch, the slave with a lag.
+    status = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", fo.namesrv.addr, "broker-status"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    lines = {line.split()[2]: line.split() for line in status.stdout.splitlines()[1:]}
+    assert lines["0"][3:6] == [fo.addr(master), "ASYNC_MASTER", "1"], status.stdout
+    assert lines[str(slave)][3:5] == [fo.addr(slave), "SLAVE"], status.stdout
+    assert lines[str(slave)][7] != "-", status.stdout  # its lag in bytes, read from the master
     producer = producer_for(fo)
     await producer.start()
     load = Load(producer)
