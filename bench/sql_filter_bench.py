@@ -39,8 +39,12 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import (
     MessageExt,
     PullSysFlag,
+)
+from pocketmq.protocol.properties import (
     decode_properties,
     encode_properties,
+)
+from pocketmq.protocol.record_codec import (
     encode_record,
 )
 from pocketmq.protocol.record_properties import RecordProperties

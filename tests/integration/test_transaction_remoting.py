@@ -21,11 +21,15 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
-    decode_message,
     decode_offset_msg_id,
-    encode_properties,
 )
 from pocketmq.protocol.names import TRANS_HALF_TOPIC
+from pocketmq.protocol.properties import (
+    encode_properties,
+)
+from pocketmq.protocol.record_codec import (
+    decode_message,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RemotingClient
 from waiting import wait_until

@@ -32,10 +32,12 @@ from pocketmq.protocol.message import (
     MessageExt,
     SysFlag,
     delay_property,
+)
+from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic, topic_error
+from pocketmq.protocol.properties import (
     encode_properties,
     java_string_hash,
 )
-from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic, topic_error
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,6 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     PullSysFlag,
-    decode_message,
-    tags_code,
 )
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_SQL92,
@@ -33,6 +31,12 @@ from pocketmq.protocol.names import (
     is_retry_topic,
     is_tag_type,
     parse_tag_expression,
+)
+from pocketmq.protocol.properties import (
+    tags_code,
+)
+from pocketmq.protocol.record_codec import (
+    decode_message,
 )
 
 

@@ -29,9 +29,11 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
-    decode_properties,
 )
 from pocketmq.protocol.names import reply_topic
+from pocketmq.protocol.properties import (
+    decode_properties,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 from pocketmq.remoting.client import split_addr

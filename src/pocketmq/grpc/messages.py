@@ -28,11 +28,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from pocketmq.grpc.convert import RESERVED_PROPERTIES
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
     MessageConst,
     MessageExt,
     SysFlag,
     create_offset_msg_id,
+)
+from pocketmq.protocol.properties import (
+    KEY_SEPARATOR,
 )
 
 # A compressed body is inflated only up to this size, so that a small record cannot make the

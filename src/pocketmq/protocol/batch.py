@@ -12,7 +12,13 @@ import struct
 from collections.abc import Iterable
 
 from pocketmq.errors import ProtocolError
-from pocketmq.protocol.message import Message, decode_properties, encode_properties
+from pocketmq.protocol.message import (
+    Message,
+)
+from pocketmq.protocol.properties import (
+    decode_properties,
+    encode_properties,
+)
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
 _H16 = struct.Struct(">h")

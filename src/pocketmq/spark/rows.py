@@ -32,15 +32,19 @@ from typing import Any, Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.protocol.message import (
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
     MessageConst,
     MessageExt,
     ReadableBuffer,
-    RecordError,
     SysFlag,
-    decode_message,
+)
+from pocketmq.protocol.properties import (
     decode_properties,
+)
+from pocketmq.protocol.record_codec import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    RecordError,
+    decode_message,
     topic_field,
 )
 from pocketmq.protocol.records import MIN_RECORD_SIZE

@@ -22,24 +22,28 @@ from typing import NamedTuple
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import (
+    Host,
+    MessageExt,
+    SysFlag,
+    host_to_bytes,
+)
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.properties import (
+    encode_properties,
+    tags_code,
+)
+from pocketmq.protocol.record_codec import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     MAX_TOPIC_LENGTH_V1,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
-    Host,
-    MessageExt,
     RecordError,
     RecordInfo,
-    SysFlag,
     decode_record_info,
-    encode_properties,
-    host_to_bytes,
     peek_record_size,
-    tags_code,
 )
-from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code

@@ -16,11 +16,15 @@ from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
     MessageConst,
-    RecordInfo,
     SysFlag,
-    tags_code,
 )
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.properties import (
+    tags_code,
+)
+from pocketmq.protocol.record_codec import (
+    RecordInfo,
+)
 from pocketmq.protocol.records import RecordWalk, Stop
 
 if TYPE_CHECKING:

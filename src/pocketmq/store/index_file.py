@@ -29,8 +29,10 @@ from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
     SysFlag,
+)
+from pocketmq.protocol.properties import (
+    KEY_SEPARATOR,
     java_string_hash,
     java_string_hash_concat,
 )

@@ -24,13 +24,17 @@ from pathlib import Path
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
     MessageConst,
     MessageExt,
+    decode_offset_msg_id,
+)
+from pocketmq.protocol.properties import (
+    KEY_SEPARATOR,
+)
+from pocketmq.protocol.record_codec import (
     RecordError,
     RecordInfo,
     decode_message,
-    decode_offset_msg_id,
     decode_record_info,
 )
 from pocketmq.store import retention

@@ -25,10 +25,12 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
-    decode_message,
     delay_property,
 )
 from pocketmq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from pocketmq.protocol.record_codec import (
+    decode_message,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 
 HOST = ("127.0.0.1", 10911)

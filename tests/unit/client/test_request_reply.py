@@ -21,6 +21,8 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
+)
+from pocketmq.protocol.properties import (
     encode_properties,
 )
 from pocketmq.protocol.remoting import RemotingCommand

@@ -31,7 +31,11 @@ from pocketmq.protocol.message import (
     MessageExt,
     SysFlag,
     create_offset_msg_id,
+)
+from pocketmq.protocol.properties import (
     decode_properties,
+)
+from pocketmq.protocol.record_codec import (
     encode_record,
 )
 from pocketmq.protocol.remoting import RemotingCommand

@@ -17,6 +17,8 @@ from pocketmq.protocol.message import (
     MessageExt,
     SysFlag,
     create_offset_msg_id,
+)
+from pocketmq.protocol.record_codec import (
     decode_message,
     encode_record,
 )

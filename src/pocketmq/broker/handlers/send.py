@@ -15,10 +15,12 @@ from pocketmq.protocol.headers import get_bool, get_str
 from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
-    decode_properties,
     host_to_bytes,
 )
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from pocketmq.protocol.properties import (
+    decode_properties,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 from pocketmq.store import PutResult

@@ -45,13 +45,18 @@ from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageExt, decode_message
+from pocketmq.protocol.message import (
+    MessageExt,
+)
 from pocketmq.protocol.names import (
     PERM_READ,
     REVIVE_GROUP,
     is_retry_topic,
     pop_retry_topic,
     revive_topic,
+)
+from pocketmq.protocol.record_codec import (
+    decode_message,
 )
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import MessageFilter

@@ -55,7 +55,6 @@ from pocketmq.protocol.message import (
     MessageConst,
     MessageExt,
     SysFlag,
-    decode_message,
     delay_property,
 )
 from pocketmq.protocol.names import (
@@ -64,6 +63,9 @@ from pocketmq.protocol.names import (
     TRANS_GROUP,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+)
+from pocketmq.protocol.record_codec import (
+    decode_message,
 )
 from pocketmq.store import MessageStore, PutResult, PutStatus
 from pocketmq.tasks import cancel_and_wait, run_when_due
