@@ -26,13 +26,16 @@ How records sit in a segment (blank record, zeros after the last): pocketmq.prot
 
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
 from dataclasses import dataclass
 from typing import Final
 
 from pocketmq.errors import ProtocolError
+from pocketmq.protocol import native
 from pocketmq.protocol.message import (
+    Host,
     MessageConst,
     MessageExt,
     ReadableBuffer,
@@ -153,6 +156,179 @@ def encode_record(msg: MessageExt, properties: bytes | None = None) -> bytearray
     out += _H16.pack(len(props))
     out += props
     return out
+
+
+# --- a put's records, encoded in one pass and placed in the log --------------------------
+# encode_records_py and place_records_py are the pure-Python references of pocketmq._speedups;
+# the public names (bound by native.select) are the ones to call.
+
+
+class RecordEncodeError(ProtocolError):
+    """A message cannot be stored as a record (MESSAGE_ILLEGAL); the message says why."""
+
+
+class PropertiesTooLong(RecordEncodeError):
+    """Properties past the record's signed 16-bit length (PROPERTIES_SIZE_EXCEEDED)."""
+
+
+def _header_struct(born_len: int, store_len: int) -> struct.Struct:
+    # TOTALSIZE magic crc queueId flag queueOffset phyOffset sysFlag bornTs bornHost storeTs
+    # storeHost reconsumeTimes preparedTxOffset bodyLen
+    return struct.Struct(f">iIiiiqqiQ{born_len}sq{store_len}siqi")
+
+
+_HEADERS: Final = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
+# The message's own fixed-width fields, as the header packs them: queueId flag sysFlag bornTs
+# reconsumeTimes preparedTxOffset. Checked first, so that a value that does not fit is refused
+# with the field's own error instead of the header's.
+_MESSAGE_FIELDS: Final = struct.Struct(">iiiQiq")
+_HOSTS_CACHED: Final = 4096
+_OFFSETS: Final = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET
+# The shortest record place_records reads: up to an IPv4 born host and the store timestamp.
+_MIN_PLACED: Final = POS_BORN_HOST + 8 + 8
+
+
+def encode_records_py(
+    msgs: list[MessageExt],
+    store_host: bytes,
+    hosts: dict[Host, bytes],
+    max_body_size: int,
+    max_record_size: int,
+) -> tuple[bytes, list[int], list[int]]:
+    """The records of ``msgs``, back to back, as a put appends them, with QUEUEOFFSET,
+    PHYSICALOFFSET and STORETIMESTAMP left 0 for :func:`place_records` to fill in.
+
+    Args:
+        msgs: the messages, in log order.
+        store_host: the broker's address as ``host_to_bytes`` gives it (its length says v4/v6).
+        hosts: a cache of ``host_to_bytes`` by born host, filled here (cleared past 4096).
+        max_body_size: the largest body accepted.
+        max_record_size: the largest record accepted (a segment less its closing blank).
+
+    Returns:
+        (the records, each record's size, each record's SYSFLAG with the IPv6 host bits).
+
+    Raises:
+        PropertiesTooLong: a message's properties take more than 32767 UTF-8 bytes.
+        RecordEncodeError: any other message that cannot be a record: body or record too
+            large, topic empty or too long, names not encodable, a field out of its range.
+        ValueError, OverflowError: a born host that is not an IP address and port.
+    """
+    out: list[bytes] = []
+    sizes: list[int] = []
+    sys_flags: list[int] = []
+    store_len = len(store_host)
+    store_v6 = SysFlag.STOREHOSTADDRESS_V6 if store_len == 20 else 0
+    for msg in msgs:
+        body = msg.body
+        if len(body) > max_body_size:
+            raise RecordEncodeError(
+                f"body is {len(body)} bytes, max_message_size is {max_body_size}"
+            )
+        try:
+            props = encode_properties(msg.properties).encode()
+        except UnicodeEncodeError:
+            raise RecordEncodeError("properties are not valid Unicode") from None
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise PropertiesTooLong(f"properties are {len(props)} bytes, at most 32767 fit")
+        try:
+            topic = msg.topic.encode()
+        except UnicodeEncodeError:
+            raise RecordEncodeError("topic is not valid Unicode") from None
+        if not topic or len(topic) > MAX_TOPIC_LENGTH:
+            raise RecordEncodeError(f"topic must be 1..{MAX_TOPIC_LENGTH} bytes, got {len(topic)}")
+        born = hosts.get(msg.born_host)
+        if born is None:
+            if len(hosts) >= _HOSTS_CACHED:
+                hosts.clear()
+            born = hosts[msg.born_host] = host_to_bytes(msg.born_host)
+        sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+        try:
+            _MESSAGE_FIELDS.pack(
+                msg.queue_id, msg.flag, sys_flag, msg.born_timestamp, msg.reconsume_times,
+                msg.prepared_transaction_offset,
+            )  # fmt: skip
+        except struct.error as exc:
+            raise RecordEncodeError(f"a field does not fit: {exc}") from None
+        sys_flag |= store_v6 | (SysFlag.BORNHOST_V6 if len(born) == 20 else 0)
+        v1 = len(topic) <= MAX_TOPIC_LENGTH_V1
+        header = _HEADERS[(len(born), store_len)]
+        size = header.size + len(body) + (1 if v1 else 2) + len(topic) + 2 + len(props)
+        if size > max_record_size:
+            raise RecordEncodeError(f"a {size}-byte record does not fit a commitlog segment")
+        out += (
+            header.pack(
+                size,
+                MESSAGE_MAGIC_CODE if v1 else MESSAGE_MAGIC_CODE_V2,
+                body_crc(body),
+                msg.queue_id,
+                msg.flag,
+                0,
+                0,
+                sys_flag,
+                msg.born_timestamp,
+                born,
+                0,
+                store_host,
+                msg.reconsume_times,
+                msg.prepared_transaction_offset,
+                len(body),
+            ),
+            body,
+            len(topic).to_bytes(1 if v1 else 2, "big"),
+            topic,
+            len(props).to_bytes(2, "big"),
+            props,
+        )
+        sizes.append(size)
+        sys_flags.append(sys_flag)
+    return b"".join(out), sizes, sys_flags
+
+
+def place_records_py(
+    buf: bytearray | memoryview | mmap.mmap,
+    pos: int,
+    data: bytes,
+    phy_offset: int,
+    store_timestamp: int,
+    queue_offsets: list[int],
+) -> None:
+    """Copy the records of :func:`encode_records` into ``buf`` at ``pos`` (the record at
+    ``pos`` being at ``phy_offset`` in the log), each with its queue offset, its physical
+    offset and ``store_timestamp``. The first record's TOTALSIZE goes in after every other
+    byte, so that a process killed meanwhile leaves a zero size there: none of the records.
+
+    Raises:
+        ValueError: the records do not fit ``buf`` from ``pos``, or ``data`` is not exactly
+            ``len(queue_offsets)`` records.
+        struct.error: an offset or the timestamp does not fit a signed 64-bit field.
+    """
+    end = pos + len(data)
+    if pos < 0 or end > len(buf):
+        raise ValueError(f"{len(data)} bytes of records do not fit at {pos} of {len(buf)}")
+    fields: list[tuple[int, int]] = []  # (record start in data, STORETIMESTAMP position)
+    p = 0
+    for _ in queue_offsets:
+        if len(data) - p < _MIN_PLACED:
+            raise ValueError(f"the record at {p} of the data is cut")
+        size = _I32.unpack_from(data, p)[0]
+        born_len = 20 if _I32.unpack_from(data, p + POS_SYS_FLAG)[0] & SysFlag.BORNHOST_V6 else 8
+        ts_pos = POS_BORN_HOST + born_len
+        if size < ts_pos + 8 or size > len(data) - p:
+            raise ValueError(f"the record at {p} of the data says {size} bytes")
+        fields.append((p, ts_pos))
+        p += size
+    if p != len(data) or not queue_offsets:
+        raise ValueError(f"the data holds more than the {len(queue_offsets)} records given")
+    for qo in queue_offsets:
+        _OFFSETS.pack(qo, phy_offset)
+    _OFFSETS.pack(store_timestamp, phy_offset + len(data))
+    view = memoryview(data)
+    buf[pos + 4 : end] = view[4:]
+    for (start, ts_pos), qo in zip(fields, queue_offsets, strict=True):
+        _OFFSETS.pack_into(buf, pos + start + POS_QUEUE_OFFSET, qo, phy_offset + start)
+        _I64.pack_into(buf, pos + start + ts_pos, store_timestamp)
+    buf[pos : pos + 4] = view[:4]
 
 
 @dataclass(slots=True)
@@ -325,3 +501,7 @@ def decode_message(
         body_crc=crc,
         msg_id=create_offset_msg_id(store_host, info.phy_offset),
     )
+
+
+encode_records: Final = native.select("encode_records", encode_records_py)
+place_records: Final = native.select("place_records", place_records_py)

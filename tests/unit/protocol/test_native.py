@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import native, properties, record_codec
+from pocketmq.protocol import batch, native, properties, record_codec
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -48,22 +48,26 @@ def outcome(func: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, A
     return "returns", (type(result), result)
 
 
+# Each native function by the module of its reference.
+HOMES = {
+    "encode_properties": properties,
+    "decode_properties": properties,
+    "java_string_hash": properties,
+    "java_string_hash_concat": properties,
+    "encode_records": record_codec,
+    "place_records": record_codec,
+    "decode_batch_body": batch,
+}
+
+
 def assert_same(name: str, *args: Any, **kwargs: Any) -> None:
-    reference = getattr(properties, f"{name}_py")
+    reference = getattr(HOMES[name], f"{name}_py")
     assert outcome(getattr(speedups, name), *args, **kwargs) == outcome(reference, *args, **kwargs)
 
 
 def test_every_reference_is_registered() -> None:
     registered = speedups.REFERENCES
-    assert registered == {
-        name: getattr(properties, f"{name}_py")
-        for name in (
-            "encode_properties",
-            "decode_properties",
-            "java_string_hash",
-            "java_string_hash_concat",
-        )
-    }
+    assert registered == {name: getattr(home, f"{name}_py") for name, home in HOMES.items()}
 
 
 def test_the_environment_picks_the_implementation() -> None:
