@@ -2,9 +2,9 @@
  *
  * encode_properties takes an exact dict whose names and values are exact str; anything else
  * (a dict subclass, an int value) goes to the reference, whose f-strings format it
- * (pmq_properties_text, shared with records.c, answers NULL without an exception for it). The result
- * is built in one allocation: every source str is canonical, so the widest source kind is the
- * result's canonical kind.
+ * (pmq_properties_text, shared with records.c, answers NULL without an exception for it).
+ * The result is built in one allocation: every source str is canonical, so the widest source
+ * kind is the result's canonical kind.
  *
  * decode_properties splits an exact str at every \x02, then each item at its first \x01;
  * items without one are skipped and a later duplicate name wins, as str.split/partition do.

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native import TEXT, assert_same, outcome
 
-from pocketmq.protocol import batch, record_codec
+from pocketmq.protocol import batch, properties, record_codec
 from pocketmq.protocol.message import Host, Message, MessageExt, host_to_bytes
 
 speedups = pytest.importorskip("pocketmq._speedups")
@@ -88,7 +88,11 @@ def test_many_valid_messages_of_many_queues(msgs: list[MessageExt], store_host: 
         pos = 0
         for msg, size in zip(msgs, sizes, strict=True):
             decoded = record_codec.decode_message(data[pos : pos + size], check_crc=True)
-            assert decoded.body == msg.body and decoded.properties == msg.properties
+            # Separators inside names or values do not survive the format: compare with what
+            # the properties codec itself makes of them.
+            text = properties.encode_properties_py(msg.properties)
+            assert decoded.properties == properties.decode_properties_py(text)
+            assert decoded.body == msg.body
             assert decoded.body_crc == zlib.crc32(msg.body) & 0x7FFFFFFF
             pos += size
 
