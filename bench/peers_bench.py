@@ -5,7 +5,7 @@ results.json beside itself; the shared folder is never changed): once with the n
 extension and Redis Streams, once with ``POCKETMQ_PURE_PYTHON=1`` (pocketmq only; the broker
 subprocesses and the harness's client inherit the variable). Prints the two pocketmq runs and
 Redis side by side and writes them, with both runs' RESULTS.md, to
-``bench/results/peers-<date>.md`` for BENCHMARKS.md to cite.
+``bench/peers-results/peers-<date>.md`` for BENCHMARKS.md to cite.
 
 A clone without the shared folder (anywhere but the benchmark machine) skips with a message.
 ``REPS`` and ``QUICK`` pass through to the harness; ``REPS`` defaults to 1 here.
@@ -25,7 +25,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
-RESULTS_DIR = ROOT / "bench" / "results"
+RESULTS_DIR = ROOT / "bench" / "peers-results"
 
 # (label, key in the harness's medians, decimals); higher is better for msgs/s, lower for the rest.
 ROWS = [
