@@ -106,6 +106,17 @@ class FlushCommitLogService:
             log.warning("%d puts not flushed within %.1f s", len(late), self.timeout_s)
             _resolve_all(late, False)
 
+    def abandon_beyond(self, phy_offset: int) -> None:
+        """Answer False to the puts waiting for bytes past ``phy_offset``: the store was cut
+        there (store/truncate.py), so those bytes will never be durable."""
+        with self._cond:
+            gone = [r for r in self._pending if r.next_offset > phy_offset]
+            if gone:
+                self._pending = [r for r in self._pending if r.next_offset <= phy_offset]
+        if gone:
+            log.warning("%d puts waiting for a flush were cut off by a truncation", len(gone))
+            _resolve_all(gone, False)
+
     def _flush_once(self) -> int:
         last = self.commitlog.mfq.last()
         ts = last.store_timestamp if last is not None else 0
