@@ -18,11 +18,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    PullSysFlag,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_SQL92,
     EXPRESSION_TYPE_TAG,
@@ -32,12 +28,8 @@ from pocketmq.protocol.names import (
     is_tag_type,
     parse_tag_expression,
 )
-from pocketmq.protocol.properties import (
-    tags_code,
-)
-from pocketmq.protocol.record_codec import (
-    decode_message,
-)
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.record_codec import decode_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +121,8 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+    # Which broker of the queue's brokerName the next pull should go to (0: the master).
+    suggest_which_broker_id: int = 0
 
 
 def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
@@ -207,9 +201,10 @@ async def pull(
     try:
         next_begin = int(f["nextBeginOffset"])
         min_offset, max_offset = int(f.get("minOffset", 0)), int(f.get("maxOffset", 0))
+        suggest = int(f.get("suggestWhichBrokerId", 0))
     except (KeyError, ValueError) as exc:
         raise ClientError(f"pull answer from {addr} lacks offsets: {exc}") from exc
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         messages = [m for m in decode_messages(resp.body, mq) if sub.matches(m)]
-    return PullResult(status, next_begin, min_offset, max_offset, messages)
+    return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)

@@ -14,13 +14,8 @@ from typing import Final
 
 from pocketmq.errors import ProtocolError
 from pocketmq.protocol import native
-from pocketmq.protocol.message import (
-    Message,
-)
-from pocketmq.protocol.properties import (
-    decode_properties,
-    encode_properties,
-)
+from pocketmq.protocol.message import Message
+from pocketmq.protocol.properties import decode_properties, encode_properties
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
 _H16 = struct.Struct(">h")

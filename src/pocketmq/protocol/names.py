@@ -14,9 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from pocketmq.protocol.properties import (
-    tags_code,
-)
+from pocketmq.protocol.properties import tags_code
 
 # ------------------------------------------------------------------ system topics and groups
 
@@ -100,6 +98,9 @@ def is_system_topic(topic: str) -> bool:
 
 
 # ------------------------------------------------------------------ permissions (PermName)
+
+# MixAll.MASTER_ID: the brokerId of the master of a brokerName; its slaves have 1 and up.
+MASTER_ID: Final = 0
 
 PERM_PRIORITY: Final = 0x8
 PERM_READ: Final = 0x4

@@ -6,13 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from pocketmq.protocol.message import (
-    SysFlag,
-)
-from pocketmq.protocol.properties import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-)
+from pocketmq.protocol.message import SysFlag
+from pocketmq.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from pocketmq.protocol.record_codec import (
     POS_BORN_HOST,
     POS_MAGIC,

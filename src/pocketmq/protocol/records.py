@@ -29,9 +29,7 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
-from pocketmq.protocol.message import (
-    ReadableBuffer,
-)
+from pocketmq.protocol.message import ReadableBuffer
 from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,

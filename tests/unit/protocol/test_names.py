@@ -14,9 +14,7 @@ from pocketmq.protocol.names import (
     parse_tag_expression,
     topic_error,
 )
-from pocketmq.protocol.properties import (
-    tags_code,
-)
+from pocketmq.protocol.properties import tags_code
 
 CHARS = "allowing only ^[%|a-zA-Z0-9_-]+$"
 

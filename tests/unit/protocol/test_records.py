@@ -10,10 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pocketmq.protocol.message import (
-    MessageExt,
-    ReadableBuffer,
-)
+from pocketmq.protocol.message import MessageExt, ReadableBuffer
 from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     POS_BODY_CRC,

@@ -20,14 +20,9 @@ from store_helpers import (
 
 from pocketmq.clock import FakeClock
 from pocketmq.errors import ProtocolError, StoreError
-from pocketmq.protocol.message import (
-    SysFlag,
-    create_offset_msg_id,
-)
+from pocketmq.protocol.message import SysFlag, create_offset_msg_id
 from pocketmq.protocol.names import SCHEDULE_TOPIC
-from pocketmq.protocol.properties import (
-    tags_code,
-)
+from pocketmq.protocol.properties import tags_code
 from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     decode_message,

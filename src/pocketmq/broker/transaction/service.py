@@ -51,12 +51,7 @@ from pocketmq.broker.transaction.producers import CheckRequest, ProducerRegistry
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    delay_property,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, delay_property
 from pocketmq.protocol.names import (
     PERM_READ_WRITE,
     TRANS_CHECK_MAX_TIME_TOPIC,
@@ -64,9 +59,7 @@ from pocketmq.protocol.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from pocketmq.protocol.record_codec import (
-    decode_message,
-)
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore, PutResult, PutStatus
 from pocketmq.tasks import cancel_and_wait, run_when_due
 
@@ -274,17 +267,12 @@ class TransactionService:
         """Commit or roll back the transaction of the half at ``end.commit_log_offset``.
 
         Raises:
-            RequestError: SLAVE_NOT_AVAILABLE on a slave; SYSTEM_ERROR with RocketMQ's remarks
-                for an offset with no half, another producer group or another queue offset;
+            RequestError: SYSTEM_ERROR with RocketMQ's remarks for an offset with no half,
+                another producer group or another queue offset;
                 ILLEGAL_OPERATION for a transaction already resolved, or ended by the producer
                 after its immunity time (it waits for the check, as RocketMQ's
                 rejectCommitOrRollback); a store failure's code.
         """
-        if self.config.broker_id != 0:
-            raise RequestError(
-                ResponseCode.SLAVE_NOT_AVAILABLE,
-                "Message store is slave mode, so end transaction is forbidden.",
-            )
         if end.resolution not in (COMMIT, ROLLBACK):
             if end.resolution != UNKNOWN:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")
