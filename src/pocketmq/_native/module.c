@@ -35,6 +35,15 @@ static PyMethodDef speedups_methods[] = {
     {"decode_properties", (PyCFunction)(void (*)(void))pmq_decode_properties,
      METH_FASTCALL | METH_KEYWORDS,
      "Decode a properties string; pairs without a name/value separator are skipped."},
+    {"encode_records", (PyCFunction)(void (*)(void))pmq_encode_records,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A put's records back to back, their sizes and sys flags (offsets and store time 0)."},
+    {"place_records", (PyCFunction)(void (*)(void))pmq_place_records,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Copy encoded records into a buffer with their offsets and store time, first size last."},
+    {"decode_batch_body", (PyCFunction)(void (*)(void))pmq_decode_batch_body,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Split a batch send's body into (flag, body, properties)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -54,9 +63,17 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
+    if (pmq_records_init() < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (references == NULL) {
         references = PyDict_New();
-        if (references == NULL) {
+        if (pmq_records_init() < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (references == NULL) {
             Py_DECREF(module);
             return NULL;
         }

@@ -18,13 +18,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    PullSysFlag,
-    decode_message,
-    tags_code,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_SQL92,
     EXPRESSION_TYPE_TAG,
@@ -34,6 +28,8 @@ from pocketmq.protocol.names import (
     is_tag_type,
     parse_tag_expression,
 )
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.record_codec import decode_message
 
 
 @dataclass(frozen=True, slots=True)

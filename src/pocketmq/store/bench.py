@@ -20,7 +20,9 @@ from pathlib import Path
 
 import orjson
 
-from pocketmq.protocol.message import MessageConst, MessageExt, encode_properties, record_length
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.properties import encode_properties
+from pocketmq.protocol.record_codec import record_length
 from pocketmq.store.config import FlushDiskType, StoreConfig
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutStatus

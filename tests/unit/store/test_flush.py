@@ -18,7 +18,8 @@ import pytest
 from store_helpers import StoreFactory, msg, put, put_batch, put_ok, read_queue
 
 from pocketmq.errors import StoreWriteError
-from pocketmq.protocol.message import MessageConst, decode_message
+from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetStatus, PutResult, PutStatus
