@@ -13,7 +13,7 @@ setup(
     ext_modules=[
         Extension(
             "pocketmq._speedups",
-            sources=[f"{NATIVE}/{name}.c" for name in ("module", "javahash", "properties")],
+            sources=[f"{NATIVE}/{name}.c" for name in ("module", "javahash", "properties", "decode")],
             depends=[f"{NATIVE}/speedups.h"],
             optional=True,
         )

@@ -11,6 +11,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The registry of references (borrowed; it lives as long as the process). */
+PyObject *pmq_references(void);
+
 /* Calls the reference implementation registered as `name` with the same arguments. */
 PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
@@ -23,5 +26,9 @@ PyObject *pmq_encode_properties(PyObject *module, PyObject *const *args, Py_ssiz
                                 PyObject *kwnames);
 PyObject *pmq_decode_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
+PyObject *pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
 
 #endif

@@ -598,7 +598,7 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     )
 
 
-def decode_message(
+def decode_message_py(
     buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
 ) -> MessageExt:
     """Decode a whole record into a MessageExt (MessageDecoder.decode). ``inflate_body``
@@ -646,3 +646,7 @@ def decode_message(
         body_crc=crc,
         msg_id=create_offset_msg_id(store_host, info.phy_offset),
     )
+
+
+# The reference of pocketmq._speedups.decode_message, as the four functions above.
+decode_message: Final = native.select("decode_message", decode_message_py)

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import message, native
+from pocketmq.protocol import message, native, pull_body
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -62,8 +62,9 @@ def test_every_reference_is_registered() -> None:
             "decode_properties",
             "java_string_hash",
             "java_string_hash_concat",
+            "decode_message",
         )
-    }
+    } | {"decode_pull_body": pull_body.decode_pull_body_py}
 
 
 def test_the_environment_picks_the_implementation() -> None:
