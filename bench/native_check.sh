@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 # The codec tests, the extension against its references first; memcheck is ~25x slower, so
-# it runs those two files; ASan runs every protocol and store unit test (the two included).
+# it runs those files; ASan runs every protocol and store unit test (the two included).
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_decode.py
     tests/unit/protocol/test_message.py)
 ASAN_TESTS=(tests/unit/protocol tests/unit/store)

@@ -308,10 +308,14 @@ fail:
 }
 
 /* A readable buffer of plain bytes when obj is a type whose len() and slices count bytes as
- * the reference does; 0 when it is not (no exception), -1 on error. */
+ * the reference does: 1; 0 when it is not (no exception); -1 when MessageExt cannot be bound
+ * (an exception set). */
 static int
-byte_buffer(PyObject *obj, Py_buffer *view)
+fast_buffer(PyObject *obj, Py_buffer *view)
 {
+    if (bind_message_type() < 0) {
+        return -1;
+    }
     if (!PyBytes_CheckExact(obj) && !PyByteArray_CheckExact(obj)) {
         if (!PyMemoryView_Check(obj)) {
             return 0;
@@ -377,15 +381,12 @@ pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             goto reference;
         }
     }
-    if (bind_message_type() < 0) {
-        return NULL;
-    }
     Py_buffer view;
-    int got = byte_buffer(args[0], &view);
-    if (got < 0) {
-        return NULL;
-    }
-    if (got == 0) {
+    int got = fast_buffer(args[0], &view);
+    if (got <= 0) {
+        if (got < 0) {
+            return NULL;
+        }
         goto reference;
     }
     PyObject *msg = NULL;
@@ -430,6 +431,22 @@ decode_by_reference(const unsigned char *rec, Py_ssize_t size)
     return msg;
 }
 
+/* Replaces the slot with props[name] when that is present and true, as `props.get(name) or`
+ * reads. Returns 0, or -1 with an exception set. */
+static int
+take_true_property(PyObject *msg, enum field f, PyObject *props, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(props, name);
+    if (value == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int truthy = PyObject_IsTrue(value);
+    if (truthy > 0) {
+        Py_XSETREF(SLOT(msg, f), Py_NewRef(value));
+    }
+    return truthy < 0 ? -1 : 0;
+}
+
 /* What a consumer sees: the UNIQ_KEY as the id, and the first topic of a retried message. */
 static int
 as_consumer_sees(PyObject *msg, int restore_retry_topic)
@@ -438,33 +455,11 @@ as_consumer_sees(PyObject *msg, int restore_retry_topic)
     if (props == NULL || !PyDict_Check(props)) {
         return 0;
     }
-    PyObject *uniq = PyDict_GetItemWithError(props, str_uniq_key);
-    if (uniq == NULL && PyErr_Occurred()) {
+    if (take_true_property(msg, F_MSG_ID, props, str_uniq_key) < 0) {
         return -1;
     }
-    if (uniq != NULL) {
-        int truthy = PyObject_IsTrue(uniq);
-        if (truthy < 0) {
-            return -1;
-        }
-        if (truthy) {
-            Py_XSETREF(SLOT(msg, F_MSG_ID), Py_NewRef(uniq));
-        }
-    }
-    if (restore_retry_topic) {
-        PyObject *topic = PyDict_GetItemWithError(props, str_retry_topic);
-        if (topic == NULL && PyErr_Occurred()) {
-            return -1;
-        }
-        if (topic != NULL) {
-            int truthy = PyObject_IsTrue(topic);
-            if (truthy < 0) {
-                return -1;
-            }
-            if (truthy) {
-                Py_XSETREF(SLOT(msg, F_TOPIC), Py_NewRef(topic));
-            }
-        }
+    if (restore_retry_topic && take_true_property(msg, F_TOPIC, props, str_retry_topic) < 0) {
+        return -1;
     }
     return 0;
 }
@@ -477,16 +472,10 @@ pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (kwnames != NULL || nargs != 2 || (args[1] != Py_True && args[1] != Py_False)) {
         return pmq_call_reference("decode_pull_body", args, nargs, kwnames);
     }
-    if (bind_message_type() < 0) {
-        return NULL;
-    }
     Py_buffer view;
-    int got = byte_buffer(args[0], &view);
-    if (got < 0) {
-        return NULL;
-    }
-    if (got == 0) {
-        return pmq_call_reference("decode_pull_body", args, nargs, kwnames);
+    int got = fast_buffer(args[0], &view);
+    if (got <= 0) {
+        return got < 0 ? NULL : pmq_call_reference("decode_pull_body", args, nargs, kwnames);
     }
     int restore = args[1] == Py_True;
     const unsigned char *buf = view.buf;
