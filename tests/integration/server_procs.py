@@ -65,3 +65,98 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
             self._log.close()
+
+
+def broker_with_conf(
+    home: Path, namesrv: str, conf: dict[str, str | int], listen: str = "127.0.0.1:0"
+) -> ServerProcess:
+    """A broker process whose broker.conf (in ``home``, store in ``home/store``) holds
+    ``conf`` with RocketMQ's keys; a store already there is reused."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "broker.conf"
+    path.write_text("".join(f"{key}={value}\n" for key, value in conf.items()))
+    return ServerProcess(
+        "broker", home, "-c", str(path), "--store", str(home / "store"), "--listen", listen,
+        "-n", namesrv, listen=False,
+    )  # fmt: skip
+
+
+class BrokerPair:
+    """A NameServer, a master (brokerId 0) and its slave (same brokerName, brokerRole=SLAVE,
+    brokerId 1) as processes under ``workdir``; the slave learns the master's HA address from
+    the NameServer. ``conf`` goes to both brokers, ``master_conf`` / ``slave_conf`` to one."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        conf: dict[str, str | int] | None = None,
+        master_conf: dict[str, str | int] | None = None,
+        slave_conf: dict[str, str | int] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        (workdir / "namesrv").mkdir(parents=True, exist_ok=True)
+        self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
+        common: dict[str, str | int] = {
+            "brokerClusterName": "DefaultCluster", "brokerName": "broker-ha", **(conf or {}),
+        }  # fmt: skip
+        self.master_conf = {**common, "brokerId": 0, **(master_conf or {})}
+        self.slave_conf = {
+            **common, "brokerId": 1, "brokerRole": "SLAVE", **(slave_conf or {}),
+        }  # fmt: skip
+        self.master = self.start_master()
+        self.slave: ServerProcess | None = self.start_slave()
+
+    def start_master(self) -> ServerProcess:
+        self.master = broker_with_conf(self.workdir / "master", self.namesrv.addr,
+                                       self.master_conf)  # fmt: skip
+        return self.master
+
+    def start_slave(self) -> ServerProcess:
+        self.slave = broker_with_conf(self.workdir / "slave", self.namesrv.addr, self.slave_conf)
+        return self.slave
+
+    def store(self, role: str) -> Path:
+        return self.workdir / role / "store"
+
+    def stop(self) -> list[int]:
+        """Stop every process still running; returns the brokers' exit codes."""
+        codes = [p.stop() for p in (self.slave, self.master) if p is not None]
+        self.namesrv.stop()
+        return codes
+
+
+def commitlog_segments(store: Path) -> list[Path]:
+    """A store's CommitLog segments holding data, oldest first (a segment made ahead of the
+    writer, all zeros, is left out)."""
+    paths = sorted((store / "commitlog").iterdir())
+    while paths and not paths[-1].read_bytes().strip(b"\0"):
+        paths.pop()
+    return paths
+
+
+def commitlog_is_prefix(slave: Path, master: Path) -> bool:
+    """Whether the slave's CommitLog equals the master's byte for byte from the slave's
+    first segment on, up to where the slave's data ends (the master may hold more)."""
+    mine = commitlog_segments(slave)
+    theirs = {p.name: p for p in commitlog_segments(master)}
+    if not mine or any(p.name not in theirs for p in mine):
+        return False
+    if any(p.read_bytes() != theirs[p.name].read_bytes() for p in mine[:-1]):
+        return False
+    data = mine[-1].read_bytes().rstrip(b"\0")
+    return theirs[mine[-1].name].read_bytes()[: len(data)] == data
+
+
+def commitlog_equal(slave: Path, master: Path) -> bool:
+    """The slave holds the master's whole CommitLog from its first segment on."""
+    mine = commitlog_segments(slave)
+    theirs = commitlog_segments(master)
+    names = [p.name for p in mine]
+    return (
+        bool(mine)
+        and names == [p.name for p in theirs][-len(mine) :]
+        and all(
+            a.read_bytes() == b.read_bytes()
+            for a, b in zip(mine, theirs[-len(mine) :], strict=True)
+        )
+    )

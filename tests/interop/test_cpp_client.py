@@ -4,7 +4,8 @@
 library starts threads and writes logs under $HOME). Checked: sync, oneway and orderly sends;
 a push consumer with a tag expression receives every sent message of its tags and none of the
 others; its offsets survive a consumer restart (the second run gets only the new messages);
-an orderly consumer (queue locks) gets each sharding key's messages in the order sent.
+an orderly consumer (queue locks) gets each sharding key's messages in the order sent; with a
+master SIGKILLed, its push consumer reads from the slave and commits its offsets there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
+from broker_pair import Pair, table
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -37,6 +40,7 @@ from pocketmq.client import (
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
+from waiting import wait_until
 
 # Looked up, not imported: importing rocketmq runs the 5.x client's package __init__, whose
 # generated protobuf code registers the apache.rocketmq.v2 names that pocketmq.grpc.v2 (imported
@@ -207,3 +211,57 @@ def test_orderly_consumers_keep_key_order_while_a_second_one_joins(
 async def _create_topic(namesrv: str) -> None:
     async with Producer("PG_ORDER_JOIN", namesrv) as producer:
         await producer.send(message("OrderJoinTopic", "create"))
+
+
+HA_TOPIC = "InteropTopic"  # what cpp_client_script.py consumes, with "TagA || TagB"
+
+
+async def _routed_to(namesrv: str, want: dict[int, str]) -> None:
+    admin = ClientInstance(namesrv, "admin@interop")
+
+    async def routed() -> bool:
+        route = await admin.fetch_route(HA_TOPIC)
+        return route is not None and route.broker_addrs.get("broker-a") == want
+
+    try:
+        await wait_until(routed, 20, f"the route of {HA_TOPIC} to list {want}")
+    finally:
+        await admin.close()
+
+
+async def _send(namesrv: str, bodies: list[str]) -> None:
+    async with Producer("PG_HA", namesrv) as producer:
+        for body in bodies:
+            await producer.send(message(HA_TOPIC, body, tags="TagA"))
+
+
+async def _committed(addr: str, namesrv: str) -> int:
+    admin = ClientInstance(namesrv, "admin@interop")
+    try:
+        offsets = await table(admin, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+    finally:
+        await admin.close()
+    return sum(offsets["offsetTable"].get(f"{HA_TOPIC}@CG_INTEROP", {}).values())
+
+
+def test_the_cpp_consumer_reads_from_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
+    pair = Pair(tmp_path / "pair")
+    try:
+        bodies = [f"ha-{i}" for i in range(16)]
+        asyncio.run(_send(pair.namesrv.addr, bodies))
+        # The slave starts on a copy of the master's store (replication is store/ha's).
+        assert pair.procs["master"].stop() == 0
+        shutil.copytree(pair.home("master") / "store", pair.home("slave") / "store")
+        pair.start("master")
+        pair.start("slave")
+        master, slave = pair.addr("master"), pair.addr("slave")
+        asyncio.run(_routed_to(pair.namesrv.addr, {0: master, 1: slave}))
+        pair.procs["master"].proc.kill()
+        pair.procs["master"].proc.wait()
+        asyncio.run(_routed_to(pair.namesrv.addr, {1: slave}))
+        got = run_client(tmp_path, "consume", pair.namesrv.addr, str(len(bodies)))["got"]
+        assert sorted(g["body"] for g in got) == sorted(bodies)
+        # The consumer persists its offsets every 5 s and on shutdown: on the slave.
+        assert asyncio.run(_committed(slave, pair.namesrv.addr)) == len(bodies)
+    finally:
+        pair.stop()

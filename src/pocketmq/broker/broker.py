@@ -5,6 +5,11 @@ address as its store host, load topics and offsets, then what is built on them (
 timers, POP, open transactions), register the handlers, then accept connections and register
 with every NameServer, again every 30 s and at once after a topic changes. Stop order is the
 reverse; the store is closed last, cleanly.
+
+The role decides the duties. A master runs the services that write (delay levels, timers,
+POP revives, transaction checks) and its endpoints for 5.x clients; a slave runs none of
+them and copies its master's metadata instead (``slave_sync``). Each set starts and stops
+with one method, so that a role change is a stop of one and a start of the other.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import socket
 import zlib
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
@@ -25,20 +31,32 @@ from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
+from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.broker.transaction import ProducerRegistry, RemotingChecker, TransactionService
 from pocketmq.clock import SYSTEM_CLOCK, Clock
+from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
 from pocketmq.store import MessageStore
+from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
 from pocketmq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+
+class MasterEndpoint(Protocol):
+    """A server only a master runs beside its remoting port (the gRPC endpoint): started
+    when the broker is or becomes master, stopped when it stops or becomes a slave."""
+
+    async def start(self) -> int: ...
+
+    async def stop(self) -> None: ...
 
 
 class Broker:
@@ -67,13 +85,33 @@ class Broker:
         # remoting address (config sync) and the HA address (replication); "" until known.
         self.master_addr = ""
         self.master_ha_addr = ""
+        self.master_endpoints: list[MasterEndpoint] = []
+        self.master_services_running = False
+        self._slave_sync_task: asyncio.Task[None] | None = None
+        self._sync_now = asyncio.Event()
+        # The bound HA port (RocketMQ's haServerAddr); a slave's client of its master's.
+        self.ha_port = 0
+        self.ha_client: HAClient | None = None
 
     @property
     def port(self) -> int:
         return self.config.listen_port
 
     async def start(self) -> int:
+        """Open the store, start every service and listen; the bound port comes back.
+
+        Raises:
+            ConfigError: failover is configured (the coordinator exists, the broker's role
+                switch does not yet: refused rather than run without the promised failover).
+        """
+        if self.config.failover_enabled:
+            raise ConfigError(
+                "failoverZkAddress is set, but this broker cannot switch roles under the "
+                "failover coordinator yet; remove the setting to run a fixed master/slave pair"
+            )
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
+        # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
+        ha_port = self.config.ha_listen_port
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
             self.store = MessageStore(self.config.store, clock=self.clock)
@@ -129,6 +167,10 @@ class Broker:
         )
         self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
+        self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
+        if not self.config.store.broker_role.is_master:
+            self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
+            self.ha_client.start()
         register_all(self, self.dispatcher)
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
@@ -136,14 +178,77 @@ class Broker:
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
         self._tasks.append(asyncio.create_task(self._register_loop()))
-        await self.schedule.start()
-        await self.timer.start()
-        await self.pop.start()
-        await self.transactions.start()
+        if self.is_master:
+            await self.start_master_services()
+        else:
+            self.start_slave_sync()
         self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
         self._every(self.config.flush_delay_offset_interval, self.timer.persist)
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
+
+    @property
+    def is_master(self) -> bool:
+        return self.store.role.is_master
+
+    # ------------------------------------------------------------------ role duties
+
+    async def start_master_services(self) -> None:
+        """Start what only a master runs: delay levels, timers, POP revives, transaction
+        checks and the master endpoints (startProcessorByHa, handleScheduleMessageService)."""
+        if self.master_services_running:
+            return
+        self.master_services_running = True
+        await self.schedule.start()
+        await self.timer.start()
+        await self.pop.start()
+        await self.transactions.start()
+        for endpoint in self.master_endpoints:
+            await endpoint.start()
+
+    async def stop_master_services(self) -> None:
+        """Stop them again (a broker that stops, or becomes a slave); their progress is
+        persisted."""
+        if not self.master_services_running:
+            return
+        self.master_services_running = False
+        for endpoint in self.master_endpoints:
+            await endpoint.stop()
+        await self.transactions.stop()
+        await self.schedule.stop()
+        await self.timer.stop()
+        await self.pop.stop()
+
+    async def add_master_endpoint(self, endpoint: MasterEndpoint) -> None:
+        """Run ``endpoint`` whenever this broker is master, from now on if it is.
+
+        Raises:
+            OSError: the endpoint cannot bind (it is not kept).
+        """
+        if self.master_services_running:
+            await endpoint.start()
+        self.master_endpoints.append(endpoint)
+
+    def start_slave_sync(self) -> None:
+        """Copy the master's metadata every ``slave_sync_interval``, and at once whenever
+        registration names a new master (handleSlaveSynchronize)."""
+        if self._slave_sync_task is None:
+            self._slave_sync_task = asyncio.create_task(self._slave_sync_loop())
+
+    async def stop_slave_sync(self) -> None:
+        await cancel_and_wait([self._slave_sync_task])
+        self._slave_sync_task = None
+
+    async def _slave_sync_loop(self) -> None:
+        sync = SlaveSynchronize(self)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.slave_sync_interval / 1000):
+                    await self._sync_now.wait()
+            self._sync_now.clear()
+            master = self.master_addr
+            if master and master != self.config.broker_addr:
+                await sync.sync_all(master)
 
     def _on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
         self.pull_hold.notify(topic, queue_id, queue_offset)
@@ -206,7 +311,7 @@ class Broker:
                 "brokerName": self.config.broker_name,
                 "brokerAddr": self.config.broker_addr,
                 "clusterName": self.config.broker_cluster_name,
-                "haServerAddr": f"{self.config.broker_ip1}:{self.config.listen_port + 1}",
+                "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
                 "brokerId": self.config.broker_id,
                 "compressed": False,
                 "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
@@ -220,7 +325,7 @@ class Broker:
                 resp = await self.namesrv_client.invoke(addr, self._register_request(), 3)
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", addr, resp.remark)
-                elif not self.config.store.broker_role.is_master:
+                elif not self.is_master:
                     self._learn_master(resp.ext_fields)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("cannot register with name server %s: %s", addr, exc)
@@ -231,7 +336,19 @@ class Broker:
         master, ha = answer.get("masterAddr") or "", answer.get("haServerAddr") or ""
         if (master, ha) != (self.master_addr, self.master_ha_addr):
             log.info("master of %s: %s (HA %s)", self.config.broker_name, master or "-", ha or "-")
+            if master and master != self.master_addr:
+                self._sync_now.set()
             self.master_addr, self.master_ha_addr = master, ha
+        if self.ha_client is not None and not self.config.store.ha_master_address:
+            self.ha_client.update_master_address(ha)
+
+    def replication_state(self) -> ReplicationState:
+        """Who this broker replicates to and from, for admin and runtime info."""
+        return ReplicationState(
+            role=self.config.store.broker_role.value,
+            serving=self.store.ha_service.state(),
+            following=self.ha_client.state() if self.ha_client is not None else None,
+        )
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:
@@ -250,16 +367,17 @@ class Broker:
     # ------------------------------------------------------------------ stop
 
     async def stop(self) -> None:
-        await self.transactions.stop()
-        await self.schedule.stop()
-        await self.timer.stop()
-        await self.pop.stop()
+        await self.stop_master_services()
+        await self.stop_slave_sync()
         await cancel_and_wait(self._tasks)
         await self._unregister_all()
         await self.namesrv_client.close()
         self.pull_hold.wake_all()
         if self.server is not None:
             await self.server.stop()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        await self.store.ha_service.stop()
         _persist_each(self.offsets.persist, self.topics.persist)  # the store closes regardless
         await asyncio.to_thread(self.store.close)
 

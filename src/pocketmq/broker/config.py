@@ -51,6 +51,9 @@ class BrokerConfig:
     # Timer messages may ask for at most this delay (RocketMQ 5: three days).
     timer_max_delay_sec: int = 3 * 24 * 3600
     long_polling_enable: bool = True
+    # A slave copies its master's topics, groups, consumer and delay offsets this often (ms):
+    # RocketMQ's fixed 10 s; shorter in tests.
+    slave_sync_interval: int = 10_000
     # Whether pulls may be sent to a slave while the master is up (RocketMQ's slaveReadEnable):
     # off, a master tells consumers to stay with it (suggestWhichBrokerId 0); on, a master
     # whose consumers lag beyond memory sends them to the group's whichBrokerWhenConsumeSlowly.
@@ -77,6 +80,16 @@ class BrokerConfig:
     transaction_check_interval: int = 30_000
     transaction_check_max: int = 15
     reject_transaction_message: bool = False
+    # Automatic failover (broker/failover): the ZooKeeper ensemble, "host:port,host:port";
+    # empty (the default) turns it off. On, brokerId is the broker's stable id within its
+    # brokerName (1 or more; it registers as 0 while master, as RocketMQ 5's controller mode)
+    # and brokerRole is what it runs as when elected (SYNC_MASTER or ASYNC_MASTER).
+    failover_zk_address: str = ""
+    # The lease: a master that ZooKeeper has not heard from for this long loses it, and one of
+    # its in-sync slaves is elected (its fence closes after two thirds of it).
+    failover_session_timeout_ms: int = 6_000
+    # The ZooKeeper path under which each cluster/brokerName keeps its nodes.
+    failover_zk_root: str = "/pocketmq/failover"
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -86,7 +99,9 @@ class BrokerConfig:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be 0 (master) or positive (slave)")
-        if self.store.broker_role.is_master and self.broker_id != 0:
+        if self.failover_enabled:
+            self._check_failover()
+        elif self.store.broker_role.is_master and self.broker_id != 0:
             raise ConfigError(
                 f"broker_id is {self.broker_id} but broker_role is "
                 f"{self.store.broker_role.value}: a master's brokerId is 0"
@@ -100,12 +115,42 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.slave_sync_interval <= 0:
+            raise ConfigError("slave_sync_interval must be positive")
         if self.transaction_time_out < 0:
             raise ConfigError("transaction_time_out must be >= 0")
         if self.transaction_check_interval <= 0:
             raise ConfigError("transaction_check_interval must be positive")
         if self.transaction_check_max <= 0:
             raise ConfigError("transaction_check_max must be positive")
+
+    @property
+    def failover_enabled(self) -> bool:
+        return bool(self.failover_zk_address.strip())
+
+    def _check_failover(self) -> None:
+        for server in self.failover_zk_address.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(
+                    f"failover_zk_address: {server.strip()!r} is not host:port "
+                    f"(expected host:port[,host:port...])"
+                )
+        if not 1_000 <= self.failover_session_timeout_ms <= 120_000:
+            raise ConfigError("failover_session_timeout_ms must be 1000..120000")
+        root = self.failover_zk_root
+        if not root.startswith("/") or root.endswith("/") or "//" in root:
+            raise ConfigError(f"failover_zk_root must be an absolute ZooKeeper path, got {root!r}")
+        if not self.store.broker_role.is_master:
+            raise ConfigError(
+                "with failover on, broker_role is the role a broker takes when elected: "
+                "SYNC_MASTER or ASYNC_MASTER (the coordinator makes it a slave)"
+            )
+        if self.broker_id < 1:
+            raise ConfigError(
+                "with failover on, broker_id is the broker's stable id in its broker name: "
+                "1 or more (it registers as 0 while it is master)"
+            )
 
     @property
     def broker_addr(self) -> str:

@@ -13,6 +13,8 @@ proxy hands its gRPC activities to ``MessagingProcessor``.
 - Retry and dead letters: one implementation for 4.x send-back, direct retry sends and POP
   revives (``redeliver``), with one rule for when a message's retries are spent.
 - Offsets, consumer groups and queue locks.
+- The role: a slave refuses every write (``check_master``), serves reads, and tells pulls
+  which broker to read from next (``pull_answer``).
 
 Refusals are ``RequestError`` values with RocketMQ's remoting code and remark; each edge maps
 them to its protocol. Each field's syntax (names, Java int and long ranges, polling times) is
@@ -29,9 +31,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.filtering import FilterNotSupported, Subscription, compile_subscription
-from pocketmq.broker.status_map import pull_code
+from pocketmq.broker.status_map import (
+    SLAVE_END_TRANSACTION_REFUSAL,
+    SLAVE_REFUSAL,
+    pull_answer,
+    pull_code,
+)
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
+from pocketmq.broker.transaction import EndTransaction
 from pocketmq.broker.transaction import half as tx
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
@@ -52,6 +60,7 @@ from pocketmq.protocol.names import (
 )
 from pocketmq.remoting import RemotingChannel
 from pocketmq.store import GetResult, MessageFilter, PutResult
+from pocketmq.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -105,7 +114,26 @@ class MessagingService:
 
     # ------------------------------------------------------------------ checks
 
+    @property
+    def is_slave(self) -> bool:
+        return self.store.role is BrokerRole.SLAVE
+
+    def check_master(
+        self, code: int = ResponseCode.SERVICE_NOT_AVAILABLE, remark: str = SLAVE_REFUSAL
+    ) -> None:
+        """The one rule of a slave: it stores nothing a client sends (its CommitLog is its
+        master's copy). Sends (``topic_for_send``), send-backs, revives and transaction ends
+        meet it before they change anything; the store refuses any other put.
+
+        Raises:
+            RequestError: ``code`` (RocketMQ's SERVICE_NOT_AVAILABLE for what reaches its
+                store, SLAVE_NOT_AVAILABLE for END_TRANSACTION) on a slave.
+        """
+        if self.is_slave:
+            raise RequestError(code, remark)
+
     def check_writable(self) -> None:
+        self.check_master()
         if not is_writeable(self.config.broker_permission):
             raise RequestError(
                 ResponseCode.NO_PERMISSION,
@@ -277,6 +305,16 @@ class MessagingService:
             return None
         return await self.store.put_messages([msg])
 
+    async def end_transaction(self, end: EndTransaction) -> None:
+        """A producer's commit or rollback of a half message (both edges).
+
+        Raises:
+            RequestError: SLAVE_NOT_AVAILABLE on a slave, as EndTransactionProcessor answers;
+                the transaction service's refusals.
+        """
+        self.check_master(ResponseCode.SLAVE_NOT_AVAILABLE, SLAVE_END_TRANSACTION_REFUSAL)
+        await self.broker.transactions.end(end)
+
     # ------------------------------------------------------------------ retry and DLQ
 
     def _to_dead_letter(self, group: str, msg: MessageExt) -> None:
@@ -303,6 +341,7 @@ class MessagingService:
         the topic it was first sent to (RETRY_TOPIC) and its first message id
         (ORIGIN_MESSAGE_ID), so a consumer or an audit can tell where it came from.
         """
+        self.check_master()
         props = dict(origin.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, original_topic)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
@@ -464,13 +503,14 @@ class MessagingService:
         pull is held until a message arrives, ``hold_ms`` pass (the edges cap it) or the
         request's connection closes (``closed`` is done). The group's pull position is
         noted, and ``commit_offset`` (when not negative) committed as the group's offset, as a
-        4.x pull carries it.
+        4.x pull carries it (on a master only).
 
         Raises:
             RequestError: see ``readable_queue``.
         """
         self.readable_queue(query.topic, query.queue_id)
-        if commit_offset >= 0:
+        # A slave keeps the offsets its master syncs to it, not those pulls carry.
+        if commit_offset >= 0 and not self.is_slave:
             self.offsets.commit(query.group, query.topic, query.queue_id, commit_offset)
         clock = self.broker.clock
         deadline = clock.monotonic() + hold_ms / 1000
@@ -488,6 +528,15 @@ class MessagingService:
             )
         self.offsets.commit_pull(query.group, query.topic, query.queue_id, result.next_begin_offset)
         return result
+
+    def pull_answer(self, group: str, result: GetResult, offset: int) -> tuple[int, int]:
+        """The response code and suggestWhichBrokerId of a pull from ``offset`` that got
+        ``result`` (``status_map.pull_answer``), with this broker's role and settings."""
+        cfg = self.groups.find(group) or SubscriptionGroupConfig(group)
+        return pull_answer(
+            result, offset, cfg, slave_read_enable=self.config.slave_read_enable,
+            slave=self.is_slave,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ offsets
 

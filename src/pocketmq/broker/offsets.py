@@ -28,7 +28,20 @@ class ConsumerOffsetManager:
     def persist(self) -> None:
         if self._dirty:
             self._dirty = False
-            write_json_atomic(self.path, {"offsetTable": self.table})
+            write_json_atomic(self.path, self.encode())
+
+    def put_all(self, table: dict[str, dict[int, int]]) -> None:
+        """A slave takes its master's offsets (ConsumerOffsetSerializeWrapper's offsetTable):
+        each ``topic@group`` the master has replaces this one's, the others stay, as
+        SlaveSynchronize's putAll; then the file is written."""
+        self.table.update(table)
+        self._dirty = True
+        self.persist()
+
+    def encode(self) -> dict[str, dict[str, dict[int, int]]]:
+        """The ConsumerOffsetSerializeWrapper the file holds and GET_ALL_CONSUMER_OFFSET
+        answers."""
+        return {"offsetTable": self.table}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self.table.setdefault(f"{topic}@{group}", {})

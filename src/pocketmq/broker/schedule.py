@@ -106,10 +106,23 @@ class ScheduleMessageService:
             except (TypeError, ValueError) as exc:
                 raise PocketMQError(f"{self.path}: bad offset {level!r}: {offset!r}") from exc
 
+    def encode(self) -> dict[str, dict[int, int]]:
+        """What delayOffset.json holds and GET_ALL_DELAY_OFFSET answers: the next offset of
+        each level's queue."""
+        return {"offsetTable": dict(sorted(self.offsets.items()))}
+
     def persist(self) -> None:
         if self._dirty:
             self._dirty = False
-            write_json_atomic(self.path, {"offsetTable": dict(sorted(self.offsets.items()))})
+            write_json_atomic(self.path, self.encode())
+
+    def install(self, table: dict[int, int]) -> None:
+        """A slave takes its master's progress in place of its own and writes it (RocketMQ
+        writes the master's delayOffset.json over the slave's); a slave delivers nothing, so
+        this is where the levels resume once it becomes master."""
+        self.offsets = {level: offset for level, offset in table.items() if level in self.levels}
+        self._dirty = True
+        self.persist()
 
     def _advance(self, level: int, offset: int) -> None:
         self.offsets[level] = offset

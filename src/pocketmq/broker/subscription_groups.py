@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pocketmq.broker.topics import put_persisted
+from pocketmq.broker.topics import data_version_of, install_newer, put_persisted
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.conf import camel_to_snake, snake_to_camel
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -77,6 +77,15 @@ class SubscriptionGroupManager:
             for name, cfg in (data.get("subscriptionGroupTable") or {}).items():
                 if isinstance(cfg, dict):
                     self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+            if isinstance(data.get("dataVersion"), dict):
+                self.data_version = data_version_of(data["dataVersion"])
+
+    def install(self, wrapper: dict[str, Any]) -> bool:
+        """A master's SubscriptionGroupWrapper, on a slave (``topics.install_newer``)."""
+        return install_newer(
+            self, wrapper, "subscriptionGroupTable",
+            lambda name, cfg: SubscriptionGroupConfig.from_json({**cfg, "groupName": name}),
+        )  # fmt: skip
 
     def wrapper(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -38,6 +38,47 @@ def put_persisted(table: dict[str, T], key: str, value: T, persist: Callable[[],
         else:
             table[key] = old
         raise
+
+
+def data_version_of(value: Any) -> dict[str, int]:
+    """A DataVersion as its JSON carries it, reduced to what tells two apart (RocketMQ 5's
+    stateVersion, when present, is left out: 4.x compares timestamp and counter).
+
+    Raises:
+        TypeError, ValueError: not an object of numbers.
+    """
+    if not isinstance(value, dict):
+        raise TypeError(f"dataVersion must be an object, got {value!r}")
+    return {"timestamp": int(value.get("timestamp", 0)), "counter": int(value.get("counter", 0))}
+
+
+class Versioned(Protocol[T]):
+    """A metadata table with RocketMQ's DataVersion (topics, subscription groups)."""
+
+    table: dict[str, T]
+    data_version: dict[str, int]
+
+    def persist(self) -> None: ...
+
+
+def install_newer(
+    manager: Versioned[T], wrapper: dict[str, Any], key: str,
+    parse: Callable[[str, dict[str, Any]], T],
+) -> bool:  # fmt: skip
+    """A slave takes its master's table (the wrapper's ``key``, each entry parsed) in place of
+    its own when the master's data version differs, as SlaveSynchronize does, and persists it;
+    returns whether it was taken.
+
+    Raises:
+        KeyError, TypeError, ValueError: the wrapper is malformed (nothing changes).
+    """
+    version = data_version_of(wrapper.get("dataVersion"))
+    if version == manager.data_version:
+        return False
+    manager.table = {str(n): parse(str(n), c) for n, c in (wrapper.get(key) or {}).items()}
+    manager.data_version = version
+    manager.persist()
+    return True
 
 
 @dataclass(slots=True)
@@ -107,10 +148,7 @@ class TopicConfigManager:
                 self.table[name] = TopicConfig.from_json({"topicName": name, **cfg})
             version = data.get("dataVersion")
             if isinstance(version, dict):
-                self.data_version = {
-                    "timestamp": int(version.get("timestamp", 0)),
-                    "counter": int(version.get("counter", 0)),
-                }
+                self.data_version = data_version_of(version)
         for cfg in self._system:
             self.table.setdefault(cfg.topic_name, cfg)
 
@@ -162,6 +200,15 @@ class TopicConfigManager:
             self.update(cfg)
             self.on_created()
         return cfg
+
+    def install(self, wrapper: dict[str, Any]) -> bool:
+        """A master's TopicConfigSerializeWrapper, on a slave (``install_newer``)."""
+        return install_newer(
+            self,
+            wrapper,
+            "topicConfigTable",
+            lambda name, cfg: TopicConfig.from_json({**cfg, "topicName": name}),
+        )
 
     def wrapper(self) -> dict[str, Any]:
         """The topicConfigSerializeWrapper of a registration."""

@@ -26,9 +26,10 @@ from pocketmq.cli.options import (
     store_option,
 )
 from pocketmq.conf import read_properties
-from pocketmq.errors import PocketMQError, StoreError
+from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.protocol import native
 
 
 async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
@@ -55,21 +56,24 @@ async def start_broker(config: BrokerConfig) -> tuple[Broker, int]:
     server = Broker(config)
     try:
         return server, await server.start()
-    except (OSError, StoreError) as exc:
+    except (OSError, StoreError, ConfigError) as exc:
         raise click.ClickException(f"cannot start the broker: {exc}") from exc
 
 
-async def start_grpc(broker: Broker, host: str, port: int) -> tuple[GrpcService, int]:
-    """Start a started broker's gRPC endpoint; the bound port comes back with it.
+async def start_grpc(broker: Broker, host: str, port: int) -> int:
+    """Give a started broker its gRPC endpoint, which runs while the broker is master (a
+    slave serves no 5.x client: they all write); the broker stops it. Returns its bound port,
+    or the one it will bind (0: any free one) on a slave.
 
     Raises:
         click.ClickException: the port cannot be bound.
     """
     service = GrpcService(broker, host, port)
     try:
-        return service, await service.start()
+        await broker.add_master_endpoint(service)
     except OSError as exc:
         raise click.ClickException(f"cannot start the gRPC endpoint: {exc}") from exc
+    return service.port
 
 
 def write_ready_file(path: Path, content: str) -> None:
@@ -143,7 +147,7 @@ def _broker_config(
 @listen_option
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
 @grpc_port_option
-@ready_file_option('Write {"broker": port, "grpc": port} here once serving.')
+@ready_file_option('Write {"broker": port, "grpc": port, "ha": port} here once serving.')
 def broker(
     conf: Path | None,
     store_dir: Path | None,
@@ -161,20 +165,21 @@ def broker(
         stop = stop_on_signals()
         server, port = await start_broker(config)
         try:
-            grpc_server, g_port = await start_grpc(server, config.listen_host, grpc_port)
+            g_port = await start_grpc(server, config.listen_host, grpc_port)
         except click.ClickException:
             await server.stop()
             raise
         click.echo(
             f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}, "
-            f"gRPC endpoint {config.listen_host}:{g_port}"
+            f"gRPC endpoint {config.listen_host}:{g_port}, hot path {native.DESCRIPTION}"
         )
         if ready_file is not None:
-            write_ready_file(ready_file, json.dumps({"broker": port, "grpc": g_port}))
+            write_ready_file(
+                ready_file, json.dumps({"broker": port, "grpc": g_port, "ha": server.ha_port})
+            )
         try:
             await stop.wait()
         finally:
-            await grpc_server.stop()
             await server.stop()
 
     run_async(serve())
@@ -213,14 +218,14 @@ def serve(
             await namesrv_server.stop()
             raise
         try:
-            grpc_server, g_port = await start_grpc(broker_server, host, grpc_port)
+            g_port = await start_grpc(broker_server, host, grpc_port)
         except click.ClickException:
             await broker_server.stop()
             await namesrv_server.stop()
             raise
         click.echo(
             f"pocketmq serving: name server {host}:{ns_port}, broker {host}:{b_port}, "
-            f"gRPC endpoint {host}:{g_port}, store {store_dir}\n"
+            f"gRPC endpoint {host}:{g_port}, store {store_dir}, hot path {native.DESCRIPTION}\n"
             f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port} "
             f"(4.x), endpoints {host}:{g_port} (5.x)"
         )
@@ -231,7 +236,6 @@ def serve(
         try:
             await stop.wait()
         finally:
-            await grpc_server.stop()
             await broker_server.stop()
             await namesrv_server.stop()
 

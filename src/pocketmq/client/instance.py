@@ -23,12 +23,13 @@ from typing import Any, Protocol
 
 from pocketmq.client import ids
 from pocketmq.client.request_reply import ReplyWaiters
-from pocketmq.client.route import MASTER_ID, TopicRoute
+from pocketmq.client.route import FoundBroker, TopicRoute, find_broker_in_subscribe
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.names import MASTER_ID
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient
 from pocketmq.tasks import cancel_and_wait
@@ -244,6 +245,27 @@ class ClientInstance:
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    async def find_broker_in_subscribe(
+        self, topic: str, broker_name: str, broker_id: int, only_this_broker: bool
+    ) -> FoundBroker | None:
+        """Where a consumer reads or commits (PullAPIWrapper, RemoteBrokerOffsetStore): the
+        broker ``broker_id`` of ``broker_name`` as the routes know it; when it is not
+        there, the topic's route is fetched again and any broker of the name will do (a
+        slave while the master is gone).
+
+        Raises:
+            ClientError: the route cannot be fetched.
+        """
+        found = find_broker_in_subscribe(
+            self.broker_addrs.get(broker_name, {}), broker_id, only_this_broker
+        )
+        if found is None:
+            await self.update_route(topic)
+            found = find_broker_in_subscribe(
+                self.broker_addrs.get(broker_name, {}), broker_id, False
+            )
+        return found
 
     # ------------------------------------------------------------------ heartbeats
 

@@ -19,6 +19,7 @@ from pocketmq.client.route import MessageQueue
 from pocketmq.errors import BrokerError, ClientError, PocketMQError
 from pocketmq.jsonfile import read_json, write_json_atomic
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.names import MASTER_ID
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +62,24 @@ class RemoteOffsetStore(_MemoryOffsets):
     async def load(self) -> None:
         return None
 
-    def _addr(self, mq: MessageQueue) -> str:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
+    async def _addr(self, mq: MessageQueue) -> str:
+        """The master of the queue's broker, else (its route fetched again) a slave of it, as
+        RemoteBrokerOffsetStore reads and commits.
+
+        Raises:
+            ClientError: no broker of that name.
+        """
+        found = await self.instance.find_broker_in_subscribe(
+            mq.topic, mq.broker_name, MASTER_ID, True
+        )
+        if found is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
-        return addr
+        return found.addr
 
     async def read_from_store(self, mq: MessageQueue) -> int:
         try:
             resp = await self.instance.invoke(
-                self._addr(mq),
+                await self._addr(mq),
                 RequestCode.QUERY_CONSUMER_OFFSET,
                 {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
                 ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
@@ -87,7 +96,7 @@ class RemoteOffsetStore(_MemoryOffsets):
         async def one(mq: MessageQueue, offset: int) -> None:
             try:
                 await self.instance.invoke(
-                    self._addr(mq),
+                    await self._addr(mq),
                     RequestCode.UPDATE_CONSUMER_OFFSET,
                     {
                         "consumerGroup": self.group,

@@ -120,6 +120,8 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+    # Which broker of the queue's brokerName the next pull should go to (0: the master).
+    suggest_which_broker_id: int = 0
 
 
 def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
@@ -184,9 +186,10 @@ async def pull(
     try:
         next_begin = int(f["nextBeginOffset"])
         min_offset, max_offset = int(f.get("minOffset", 0)), int(f.get("maxOffset", 0))
+        suggest = int(f.get("suggestWhichBrokerId", 0))
     except (KeyError, ValueError) as exc:
         raise ClientError(f"pull answer from {addr} lacks offsets: {exc}") from exc
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         messages = [m for m in decode_messages(resp.body, mq) if sub.matches(m)]
-    return PullResult(status, next_begin, min_offset, max_offset, messages)
+    return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)

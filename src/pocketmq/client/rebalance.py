@@ -42,7 +42,7 @@ from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageExt
-from pocketmq.protocol.names import is_retry_topic, retry_topic
+from pocketmq.protocol.names import MASTER_ID, is_retry_topic, retry_topic
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,9 @@ class RebalancingConsumer(abc.ABC):
             self.offset_store = RemoteOffsetStore(self.instance, group)
         self.subscriptions: dict[str, Subscription] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        # The broker id each queue's last pull answer suggested (suggestWhichBrokerId): the
+        # next pull goes there when the route has it.
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self._rebalance_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
@@ -181,7 +184,7 @@ class RebalancingConsumer(abc.ABC):
         """
         try:
             for sub in self.subscriptions.values():
-                addr = None if sub.is_tag else await self._any_master(sub.topic)
+                addr = None if sub.is_tag else await self._any_broker(sub.topic)
                 if addr is None:
                     continue
                 body = {"clientId": self.client_id, "group": self.group,
@@ -194,14 +197,14 @@ class RebalancingConsumer(abc.ABC):
                 await self.instance.close()
             raise
 
-    async def _any_master(self, topic: str) -> str | None:
+    async def _any_broker(self, topic: str) -> str | None:
         try:
             route = self.instance.routes.get(topic) or await self.instance.update_route(topic)
         except ClientError as exc:
             log.warning("cannot get the route of %s: %s", topic, exc)
             return None
-        masters = [route.master(name) for name in sorted(route.broker_addrs)] if route else []
-        return next((a for a in masters if a), None)
+        addrs = [route.any_broker(name) for name in sorted(route.broker_addrs)] if route else []
+        return next((a for a in addrs if a), None)
 
     async def _stop_base(self) -> None:
         self._running = False
@@ -286,7 +289,7 @@ class RebalancingConsumer(abc.ABC):
     async def _consumer_ids(self, route: TopicRoute) -> list[str]:
         """The group's client ids, from one of the topic's brokers (any of them knows)."""
         for name in sorted(route.broker_addrs):
-            addr = route.master(name)
+            addr = route.any_broker(name)
             if addr is None:
                 continue
             try:
@@ -412,18 +415,25 @@ class RebalancingConsumer(abc.ABC):
                 await pq.wait_for_space()  # the consumer frees space as it acknowledges
                 continue
             sub = self.subscriptions.get(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-            if sub is None or addr is None:
+            try:
+                broker = await self.instance.find_broker_in_subscribe(
+                    mq.topic, mq.broker_name, self.pull_from_which_node.get(mq, MASTER_ID), False
+                )
+            except ClientError as exc:
+                log.info("no broker to pull %s from: %s", mq, exc)
+                broker = None
+            if sub is None or broker is None:
                 await asyncio.sleep(cfg.pull_delay_on_exception_s)
                 continue
+            # A slave keeps no offset a pull carries, so none is sent to it (PullAPIWrapper).
             commit = (
                 self.offset_store.offsets.get(mq, -1)
-                if cfg.message_model is MessageModel.CLUSTERING
+                if cfg.message_model is MessageModel.CLUSTERING and not broker.slave
                 else -1
             )
             try:
                 result = await pull(
-                    self.instance, addr, self.group, mq, sub, pq.next_offset,
+                    self.instance, broker.addr, self.group, mq, sub, pq.next_offset,
                     cfg.pull_batch_size, commit_offset=commit,
                     suspend_ms=cfg.broker_suspend_ms,
                     timeout_s=cfg.broker_suspend_ms / 1000 + 15,
@@ -436,6 +446,7 @@ class RebalancingConsumer(abc.ABC):
                 continue
             if pq.dropped:
                 return
+            self.pull_from_which_node[mq] = result.suggest_which_broker_id
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 # The offset left the queue (retention, or a reset): continue where the broker
                 # says, and make that the committed offset right away.

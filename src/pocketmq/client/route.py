@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.protocol.names import PERM_READ, PERM_WRITE
-
-MASTER_ID = 0
+from pocketmq.protocol.names import MASTER_ID, PERM_READ, PERM_WRITE
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,6 +25,32 @@ class MessageQueue:
 
     def __str__(self) -> str:
         return f"{self.topic}@{self.broker_name}#{self.queue_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class FoundBroker:
+    """A broker a consumer talks to (FindBrokerResult): its address and whether it is a
+    slave (pulls from a slave carry no offset to commit)."""
+
+    addr: str
+    slave: bool
+
+
+def find_broker_in_subscribe(
+    addrs: dict[int, str], broker_id: int, only_this_broker: bool
+) -> FoundBroker | None:
+    """MQClientInstance.findBrokerAddressInSubscribe over one brokerName's ``addrs``: the
+    broker ``broker_id``; for a slave id that is missing, the next id; else, unless
+    ``only_this_broker``, the broker with the lowest id (the master when there is one)."""
+    addr = addrs.get(broker_id)
+    if addr is not None:
+        return FoundBroker(addr, broker_id != MASTER_ID)
+    if broker_id != MASTER_ID and (addr := addrs.get(broker_id + 1)) is not None:
+        return FoundBroker(addr, True)
+    if only_this_broker or not addrs:
+        return None
+    lowest = min(addrs)
+    return FoundBroker(addrs[lowest], lowest != MASTER_ID)
 
 
 @dataclass(slots=True)
@@ -68,3 +92,9 @@ class TopicRoute:
 
     def master(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def any_broker(self, broker_name: str) -> str | None:
+        """BrokerData.selectBrokerAddr: the master, else one of its slaves (all of them know
+        the group's consumers and its client configs)."""
+        found = find_broker_in_subscribe(self.broker_addrs.get(broker_name, {}), MASTER_ID, False)
+        return None if found is None else found.addr

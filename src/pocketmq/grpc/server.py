@@ -156,7 +156,7 @@ class MessagingService(
             from_check=convert.from_check(request.source),
             msg_id=convert.check_message_id(request.message_id),
         )
-        await self.broker.transactions.end(end)
+        await self.messaging.end_transaction(end)
         return svc.EndTransactionResponse(status=status())
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.protocol.names import PERM_READ_WRITE
+from pocketmq.protocol.names import MASTER_ID, PERM_READ_WRITE
 
-MASTER_ID = 0
 BROKER_EXPIRE_MS = 120_000
 
 

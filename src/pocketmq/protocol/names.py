@@ -99,6 +99,9 @@ def is_system_topic(topic: str) -> bool:
 
 # ------------------------------------------------------------------ permissions (PermName)
 
+# MixAll.MASTER_ID: the brokerId of the master of a brokerName; its slaves have 1 and up.
+MASTER_ID: Final = 0
+
 PERM_PRIORITY: Final = 0x8
 PERM_READ: Final = 0x4
 PERM_WRITE: Final = 0x2

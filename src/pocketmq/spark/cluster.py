@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 from pocketmq.client.ids import client_id
 from pocketmq.client.instance import ClientInstance
-from pocketmq.client.route import MASTER_ID, TopicRoute
+from pocketmq.client.route import TopicRoute
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
+from pocketmq.protocol.names import MASTER_ID
 from pocketmq.spark.offsets import QueueKey, QueueState
 
 T = TypeVar("T")

@@ -329,6 +329,44 @@ class CommitLog:
             mf = self.mfq.last_for_write()
         return mf
 
+    def append_data(self, phy_offset: int, data: memoryview) -> None:
+        """Append bytes replicated from a master at ``phy_offset`` (RocketMQ's appendData): a
+        slave's log is a byte-identical prefix of its master's, blank records included, so
+        segments end where the master's do. A log with nothing written yet starts at the
+        segment holding ``phy_offset``, which must be that segment's first byte.
+
+        Raises:
+            StoreWriteError: the offset is not this log's end, the bytes run past the end of
+                a segment, or a segment cannot be created or reserved (the log is unchanged).
+        """
+        if self.write_error is not None:
+            raise self.write_error
+        with self.put_lock:
+            end = self.mfq.max_offset()
+            if end == 0 and phy_offset != 0:
+                if phy_offset % self.mfq.file_size:
+                    raise StoreWriteError(
+                        f"an empty commitlog cannot start at {phy_offset}: not a segment start"
+                    )
+                self.mfq.start_at(phy_offset)
+            elif phy_offset != end:
+                raise StoreWriteError(
+                    f"replicated bytes at {phy_offset}, but the log ends at {end}"
+                )
+            try:
+                mf = self.mfq.last_for_write(phy_offset)
+                pos = mf.wrote_position
+                if len(data) > mf.file_size - pos:
+                    raise StoreWriteError(
+                        f"{len(data)} replicated bytes at {phy_offset} run past the segment end"
+                    )
+                if pos + len(data) > mf.reserved:
+                    mf.reserve(pos + len(data))
+            except OSError as exc:
+                raise StoreWriteError(f"cannot store replicated bytes: {exc}") from exc
+            mf.mm[pos : pos + len(data)] = data
+            mf.wrote_position = pos + len(data)
+
     # --- reads ----------------------------------------------------------------------
 
     def read(self, phy_offset: int, size: int) -> bytes | None:

@@ -101,6 +101,9 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     # Most consume-queue units scanned by one get_message call when a filter skips messages.
     max_filter_message_count: int = 16_000
+    # A pull that leaves more than this share (%) of the physical memory unread behind it
+    # reads from disk: the store suggests the group's slave (accessMessageInMemoryMaxRatio).
+    access_message_in_memory_max_ratio: int = 40
     # Replication (RocketMQ 4.x's HAService names and defaults).
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     # The HA port; None: the broker's listen port + 1, as RocketMQ's BrokerStartup sets it.
@@ -143,6 +146,11 @@ class StoreConfig:
             positive(name)
         if self.ha_listen_port is not None and not 0 <= self.ha_listen_port < 65536:
             raise ConfigError(f"ha_listen_port must be 0..65535, got {self.ha_listen_port}")
+        if not 0 < self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError(
+                "access_message_in_memory_max_ratio must be 1..100, got "
+                f"{self.access_message_in_memory_max_ratio}"
+            )
         if str(self.store_path_root_dir) in ("", "."):
             raise ConfigError("store_path_root_dir must name a directory")
         if self.file_reserved_time < 0:

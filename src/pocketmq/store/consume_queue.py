@@ -57,19 +57,21 @@ class ConsumeQueue:
         current = self.mfq.max_offset()
         if expect < current:
             return
-        if not self.mfq.files:
+        fresh = not self.mfq.files
+        if fresh:
             first_start = expect - expect % self.file_size
             mf = self.mfq.last_for_write(first_start)
             current = first_start
             self.min_logic_offset = expect
         if expect > current:
-            log.warning(
-                "%s/%d: queue offset %d leaves a gap after %d; filling it with blank units",
-                self.topic,
-                self.queue_id,
-                queue_offset,
-                current // CQ_UNIT_SIZE,
-            )
+            if not fresh:  # a new queue starting late (a replica, retention) is expected
+                log.warning(
+                    "%s/%d: queue offset %d leaves a gap after %d; filling it with blank units",
+                    self.topic,
+                    self.queue_id,
+                    queue_offset,
+                    current // CQ_UNIT_SIZE,
+                )
             while current < expect:
                 mf = self._writable()
                 mf.mm[mf.wrote_position : mf.wrote_position + CQ_UNIT_SIZE] = BLANK_UNIT

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.protocol.message import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     MessageConst,
     RecordInfo,
     SysFlag,
     tags_code,
 )
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
-from pocketmq.protocol.records import RecordWalk, Stop
+from pocketmq.protocol.records import MIN_RECORD_SIZE, RecordWalk, Stop
 
 if TYPE_CHECKING:
     from pocketmq.store.commitlog import CommitLog
@@ -153,8 +155,22 @@ class ReputService:
                 if walk.pos >= mf.file_size:
                     offset = mf.file_end_offset
             else:
-                log.error("reput stopped at %d: %s", file_from + walk.pos, walk.detail)
+                if not _torn_by_end(walk):
+                    log.error("reput stopped at %d: %s", file_from + walk.pos, walk.detail)
                 self.reput_from = file_from + walk.pos
                 return count
             self.reput_from = offset
         return count
+
+
+def _torn_by_end(walk: RecordWalk) -> bool:
+    """Whether the walk stopped at a record that the write position cuts: a slave appends
+    what its master sends, which may end inside a record; the rest follows."""
+    if walk.stop is Stop.SHORT:
+        return True
+    return (
+        walk.stop is Stop.DAMAGED
+        and walk.magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+        and walk.size >= MIN_RECORD_SIZE
+        and walk.pos + walk.size > walk.end
+    )

@@ -34,6 +34,9 @@ class MappedFileQueue:
         self.lock = threading.RLock()
         # Log offset up to which every byte is durable.
         self.flushed_where = 0
+        # Counts truncate_dirty calls, so that a flush racing one does not raise flushed_where
+        # to an end that was cut off.
+        self.truncations = 0
         # The next segment, created ahead of time by the prefault thread (not yet in files).
         self._prepared: MappedFile | None = None
         # Held while a segment is being created, so the appender and the prefault thread never
@@ -122,6 +125,21 @@ class MappedFileQueue:
         start = last.file_end_offset if last is not None else start_offset_if_empty
         return self._create(start)
 
+    def start_at(self, offset: int) -> None:
+        """Make a log with nothing written begin at segment start ``offset`` (a replica whose
+        master starts it there): empty segments are removed, the next append creates it.
+
+        Raises:
+            ValueError: a segment holds data, or offset is not a segment start.
+        """
+        if offset % self.file_size or self.max_offset():
+            raise ValueError(f"cannot restart a log at {offset}")
+        with self.lock:
+            for mf in self.files:
+                mf.destroy()
+            self.files = []
+            self.flushed_where = offset
+
     def _create(self, start: int) -> MappedFile:
         with self._prepare_lock:
             with self.lock:
@@ -194,25 +212,38 @@ class MappedFileQueue:
     # --- durability -----------------------------------------------------------------
 
     def flush(self) -> int:
-        """fdatasync every segment with unflushed bytes; returns the new flushed offset."""
+        """fdatasync every segment with unflushed bytes; returns the new flushed offset.
+
+        Each segment's sync covers what was written to it when the sync began, so the offset
+        returned includes bytes appended while an earlier segment synced: a group commit
+        releases every put the sync covered, not only those present when this call began."""
         with self.lock:
             files = list(self.files)
-            target = self.max_offset()
+            truncations = self.truncations
+        durable = self.flushed_where
         for mf in files:
             if mf.flushed_position < mf.wrote_position:
                 try:
                     mf.flush()
                 except ValueError:  # removed by retention meanwhile
                     continue
-        self.flushed_where = max(self.flushed_where, target)
-        return self.flushed_where
+            durable = mf.file_from_offset + mf.flushed_position
+        with self.lock:
+            # A truncation meanwhile made durable stale: bytes appended up to it since are new.
+            if truncations == self.truncations:
+                self.flushed_where = max(self.flushed_where, durable)
+            return self.flushed_where
 
     # --- recovery and retention -----------------------------------------------------
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at or after log offset ``offset``: later segments are deleted and the
-        segment holding it is zeroed from there, so stale bytes can never be read as records."""
-        with self.lock:
+        segment holding it is zeroed from there, so stale bytes can never be read as records.
+        A segment prepared ahead that no longer follows the last one is deleted too: left
+        behind, it would be a gap in the names at the next load."""
+        # The prefault thread creates prepared segments under _prepare_lock (then self.lock).
+        with self._prepare_lock, self.lock:
+            self.truncations += 1
             keep: list[MappedFile] = []
             for mf in self.files:
                 if mf.file_end_offset <= offset:
@@ -230,6 +261,12 @@ class MappedFileQueue:
                     mf.destroy()
             self.files = keep
             self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
+            prepared = self._prepared
+            if prepared is not None and (
+                not keep or prepared.file_from_offset != keep[-1].file_end_offset
+            ):
+                self._prepared = None
+                prepared.destroy()
 
     def delete_first(self) -> MappedFile | None:
         """Remove the oldest segment from the queue and the disk (never the only one)."""

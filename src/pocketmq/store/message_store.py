@@ -24,21 +24,20 @@ from pathlib import Path
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
     MessageConst,
     MessageExt,
     RecordError,
     RecordInfo,
     decode_message,
     decode_offset_msg_id,
-    decode_record_info,
 )
-from pocketmq.store import retention
+from pocketmq.store import query, retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
-from pocketmq.store.config import FlushDiskType, StoreConfig
+from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import (
+    Dispatcher,
     DispatchRequest,
     ReputService,
     goes_to_consume_queue,
@@ -46,6 +45,7 @@ from pocketmq.store.dispatch import (
 )
 from pocketmq.store.filter import MessageFilter
 from pocketmq.store.flush import FlushCommitLogService, HousekeepingService
+from pocketmq.store.ha.master import HAService
 from pocketmq.store.index_file import IndexService
 from pocketmq.store.layout import (
     ABORT_FILE,
@@ -57,6 +57,7 @@ from pocketmq.store.layout import (
 )
 from pocketmq.store.prefault import PrefaultService
 from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
+from pocketmq.store.truncate import truncate_store
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,14 @@ class MessageStore:
         self.index = IndexService(
             self.root / INDEX_DIR, config.max_hash_slot_num, config.max_index_num, clock=clock
         )
-        self.reput = ReputService(
-            self.commitlog, [self._dispatch_cq, self._dispatch_index], config.delay_levels_ms
-        )
+        dispatchers: list[Dispatcher] = [self._dispatch_cq, self._dispatch_index]
+        if not config.broker_role.is_master:
+            # A slave never puts: its next queue offsets come from what it replicates.
+            dispatchers.append(self._dispatch_queue_table)
+        self.reput = ReputService(self.commitlog, dispatchers, config.delay_levels_ms)
+        # The HA port's side of replication, on every role as in RocketMQ (the broker binds
+        # it); a slave also follows its master with a store.ha.slave.HAClient.
+        self.ha_service = HAService(self.commitlog, config, clock)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
@@ -94,6 +100,14 @@ class MessageStore:
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         # How the disk use is read; tests replace it to simulate a filling disk.
         self.disk_usage: Callable[[Path], tuple[int, int]] = _disk_usage
+        # The role now (the config's at start); a failover may change it while the store runs.
+        # A slave's CommitLog is its master's copy: no put is accepted here.
+        self.role: BrokerRole = config.broker_role
+        # CommitLog bytes a pull may leave unread behind it before the store suggests the
+        # slave: accessMessageInMemoryMaxRatio of the physical memory.
+        self.memory_for_reads_bytes = (
+            _physical_memory_bytes() * config.access_message_in_memory_max_ratio // 100
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -289,6 +303,10 @@ class MessageStore:
         if listener is not None:
             listener(req.topic, req.queue_id, req.queue_offset)
 
+    def _dispatch_queue_table(self, req: DispatchRequest) -> None:
+        if goes_to_consume_queue(req.sys_flag):
+            self.commitlog.topic_queue_table[(req.topic, req.queue_id)] = req.queue_offset + 1
+
     def _dispatch_index(self, req: DispatchRequest) -> None:
         if self.config.message_index_enable:
             self.index.build_index(
@@ -306,6 +324,11 @@ class MessageStore:
         if not self.running:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, detail="the message store is not running"
+            )
+        if self.role is BrokerRole.SLAVE:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                detail="the broker's role is SLAVE: messages are put to its master",
             )
         if self.disk_full:
             return PutResult(
@@ -333,7 +356,30 @@ class MessageStore:
             except OSError as exc:
                 # The record is in the CommitLog; dispatch catches up once space is back.
                 log.error("dispatch lags: %s", exc)
+            self.ha_service.notify_appended()
         return result
+
+    def append_replica(self, phy_offset: int, data: memoryview) -> None:
+        """Append bytes a master replicated (see CommitLog.append_data), then dispatch the
+        records they complete to consume queues and the index, waking long polls.
+
+        Raises:
+            StoreError: the store is not running, or the bytes cannot be appended there.
+        """
+        if not self.running:
+            raise StoreError("the message store is not running")
+        self.commitlog.append_data(phy_offset, data)
+        last = self.commitlog.mfq.last()
+        if self.prefault is not None and last is not None and last.wrote_position >= last.wake_at:
+            self.prefault.wake()
+        try:
+            self.reput.pump()
+        except OSError as exc:
+            log.error("dispatch lags: %s", exc)
+        if last is not None:
+            # What the checkpoint records once the flush thread has synced these bytes.
+            last.store_timestamp = self.reput.last_store_timestamp
+        self.ha_service.notify_appended()
 
     async def put_message(self, msg: MessageExt) -> PutResult:
         return await self.put_messages([msg])
@@ -345,19 +391,33 @@ class MessageStore:
         return await self.flushed(self.append(msgs), msgs)
 
     async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:
-        """``result`` of ``append(msgs)`` once its records are durable, as ``put_messages``
-        waits; for a caller that must note what it appended before anything else runs."""
-        if (
-            result.ok
-            and self._sync_flush
-            and self.flush_service is not None
-            and msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false"
-        ):
-            fut = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
-            durable = await fut
-            if not durable:
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.detail = "the message was written but not flushed in time"
+        """``result`` of ``append(msgs)`` once its records are durable (SYNC_FLUSH) and on a
+        slave (SYNC_MASTER), both awaited at once, as ``put_messages`` waits; for a caller
+        that must note what it appended before anything else runs. The records stay in the
+        log whatever the answer (FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT),
+        as in RocketMQ."""
+        if not result.ok or msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) == "false":
+            return result
+        flush = None
+        if self._sync_flush and self.flush_service is not None:
+            flush = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
+        replica = None
+        slave_missing = False
+        if self.config.broker_role is BrokerRole.SYNC_MASTER:
+            ha = self.ha_service
+            if ha.is_slave_ok(result.next_offset):
+                replica = ha.wait_for_slave(result.next_offset, self.config.sync_flush_timeout)
+            else:
+                slave_missing = True
+        if flush is not None and not await flush:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.detail = "the message was written but not flushed in time"
+        if slave_missing:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            result.detail = "the message was written, but no slave is in sync to replicate it"
+        elif replica is not None and not await replica:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.detail = "the message was written but not replicated to a slave in time"
         return result
 
     # ------------------------------------------------------------------ reads
@@ -395,6 +455,7 @@ class MessageStore:
         max_scan = max(self.config.max_filter_message_count, max_msg_nums * 20)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         commitlog_min = self.commitlog.min_offset()
+        last_phy = 0
         total = 0
         scanned = 0
         removing = False
@@ -406,6 +467,7 @@ class MessageStore:
                 break
             scanned += 1
             result.next_begin_offset = qo + 1
+            last_phy = phy
             if size == _BLANK_SIZE or phy < commitlog_min:
                 removing = True
                 continue
@@ -422,6 +484,8 @@ class MessageStore:
             total += size
             if len(result.messages) >= max_count:
                 break
+        behind = self.commitlog.max_offset() - last_phy
+        result.suggest_pulling_from_slave = behind > self.memory_for_reads_bytes
         if result.messages:
             result.status = GetStatus.FOUND
         elif removing:
@@ -457,36 +521,8 @@ class MessageStore:
     def query_message(
         self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
     ) -> QueryResult:
-        """Records of topic whose KEYS or UNIQ_KEY contain key, stored in the time range.
-
-        Index hash collisions are resolved here by comparing keys.
-        """
-        if not self.config.message_index_enable:
-            return QueryResult([], 0, 0)
-        limit = max_num * 2 + 8
-        while True:
-            offsets, ts, phy = self.index.query(topic, key, limit, begin_timestamp, end_timestamp)
-            messages: list[bytes] = []
-            seen: set[int] = set()
-            for off in offsets:
-                if off in seen or len(messages) >= max_num:
-                    continue
-                seen.add(off)
-                raw = self.commitlog.read_record(off)
-                if raw is None:
-                    continue
-                try:
-                    info = decode_record_info(raw, 0, len(raw), check_crc=False)
-                except RecordError:
-                    continue
-                keys = (info.keys or "").split(KEY_SEPARATOR)
-                if info.topic == topic and (key == info.uniq_key or key in keys):
-                    messages.append(raw)
-            # Entries of other keys with the same hash can fill the answer: ask the index for
-            # more until enough records match or it has nothing more to give.
-            if len(messages) >= max_num or len(offsets) < limit:
-                return QueryResult(messages, ts, phy)
-            limit *= 4
+        """Records of topic whose KEYS or UNIQ_KEY contain key, stored in the time range."""
+        return query.query_by_key(self, topic, key, max_num, begin_timestamp, end_timestamp)
 
     # ------------------------------------------------------------------ offsets
 
@@ -524,20 +560,8 @@ class MessageStore:
         return self.get_message_store_timestamp(topic, queue_id, cq.min_offset_in_queue())
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """The first queue offset stored at or after timestamp; the max offset if none is
-        (RocketMQ's getOffsetInQueueByTime with the default lower boundary)."""
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        lo, hi = cq.min_offset_in_queue(), cq.max_offset_in_queue()
-        while lo < hi:
-            mid = (lo + hi) // 2
-            ts = self.get_message_store_timestamp(topic, queue_id, mid)
-            if ts < 0 or ts < timestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        """The first queue offset stored at or after timestamp; the max offset if none is."""
+        return query.offset_by_time(self, topic, queue_id, timestamp)
 
     def topics(self) -> list[str]:
         return sorted(self.consume_queue_table)
@@ -588,6 +612,14 @@ class MessageStore:
     def run_retention(self) -> int:
         """Delete expired files (see ``store.retention``); returns the CommitLog files removed."""
         return retention.run_retention(self)
+
+    def truncate(self, phy_offset: int) -> None:
+        """Drop every record at or after ``phy_offset``, a record boundary (store.truncate)."""
+        truncate_store(self, phy_offset)
+
+
+def _physical_memory_bytes() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _disk_usage(path: Path) -> tuple[int, int]:

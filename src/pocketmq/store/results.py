@@ -86,6 +86,9 @@ class GetResult:
     messages: list[bytes] = field(default_factory=list)
     # Queue offset of each record in messages.
     queue_offsets: list[int] = field(default_factory=list)
+    # The CommitLog bytes after the last unit read exceed the memory reads may use: the
+    # group had better read from a slave (GetMessageResult.suggestPullingFromSlave).
+    suggest_pulling_from_slave: bool = False
 
     @property
     def buffer_total_size(self) -> int:

@@ -1,6 +1,8 @@
 """Administration: topics (UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215,
-GET_ALL_TOPIC_CONFIG 21), subscription groups (200, 201, 207) and GET_CONSUME_STATS (208)
-(AdminBrokerProcessor)."""
+GET_ALL_TOPIC_CONFIG 21), subscription groups (200, 201, 207), GET_CONSUME_STATS (208), and
+the tables a slave copies from its master: GET_ALL_CONSUMER_OFFSET (43) and
+GET_ALL_DELAY_OFFSET (45) (AdminBrokerProcessor). The GET_ALL bodies are the managers' files,
+as RocketMQ answers them (with dataVersion where the file has one)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ class AdminHandlers:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
@@ -86,6 +90,20 @@ class AdminHandlers:
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.topics.wrapper()))
+
+    # ------------------------------------------------------------------ offsets
+
+    def get_all_consumer_offset(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        body = json_body.dumps(self.broker.offsets.encode())
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    def get_all_delay_offset(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        body = json_body.dumps(self.broker.schedule.encode())
+        return cmd.response(ResponseCode.SUCCESS, body=body)
 
     # ------------------------------------------------------------------ consume stats
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.messaging import PullQuery
-from pocketmq.broker.status_map import pull_code
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import PullSysFlag
@@ -56,16 +55,15 @@ class PullHandlers:
             )
         sub = self.messaging.pull_subscription(group, topic, queue_id, carried, sub_version)
         query = PullQuery(group, topic, queue_id, offset, max_nums, sub.filter)
-        # Only a master keeps the offsets a pull commits.
-        if not sys_flag & PullSysFlag.COMMIT_OFFSET or self.config.broker_id != 0:
+        if not sys_flag & PullSysFlag.COMMIT_OFFSET:
             commit = -1
         result = await self.messaging.pull(query, hold_ms, channel.closed, commit)
-        code = pull_code(result.status, query.offset)
+        code, suggest = self.messaging.pull_answer(group, result, query.offset)
         return cmd.response(
             code,
             None if code == ResponseCode.SUCCESS else result.status.value,
             ext_fields={
-                "suggestWhichBrokerId": 0,
+                "suggestWhichBrokerId": suggest,
                 "nextBeginOffset": result.next_begin_offset,
                 "minOffset": result.min_offset,
                 "maxOffset": result.max_offset,

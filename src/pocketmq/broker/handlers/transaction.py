@@ -54,7 +54,7 @@ class TransactionHandlers:
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         end = end_of(cmd)
-        await self.broker.transactions.end(end)
+        await self.broker.messaging.end_transaction(end)
         if end.resolution == SysFlag.TRANSACTION_NOT_TYPE:
             return cmd.response(
                 ResponseCode.SUCCESS,

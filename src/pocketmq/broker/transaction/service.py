@@ -272,17 +272,12 @@ class TransactionService:
         """Commit or roll back the transaction of the half at ``end.commit_log_offset``.
 
         Raises:
-            RequestError: SLAVE_NOT_AVAILABLE on a slave; SYSTEM_ERROR with RocketMQ's remarks
-                for an offset with no half, another producer group or another queue offset;
+            RequestError: SYSTEM_ERROR with RocketMQ's remarks for an offset with no half,
+                another producer group or another queue offset;
                 ILLEGAL_OPERATION for a transaction already resolved, or ended by the producer
                 after its immunity time (it waits for the check, as RocketMQ's
                 rejectCommitOrRollback); a store failure's code.
         """
-        if self.config.broker_id != 0:
-            raise RequestError(
-                ResponseCode.SLAVE_NOT_AVAILABLE,
-                "Message store is slave mode, so end transaction is forbidden.",
-            )
         if end.resolution not in (COMMIT, ROLLBACK):
             if end.resolution != UNKNOWN:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")

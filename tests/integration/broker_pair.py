@@ -1,0 +1,85 @@
+"""A NameServer, a master broker and its slave (same brokerName, brokerRole=SLAVE, brokerId=1)
+as real processes on fixed free ports, so that a broker restarted keeps its address; with
+raw-request helpers to read a broker's tables."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from server_procs import ServerProcess
+
+from pocketmq.client.instance import ClientInstance
+from pocketmq.protocol import json_body
+from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.remoting import RemotingCommand
+
+
+def free_port() -> int:
+    """A free port whose next one (the HA port, listen port + 1) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+class Pair:
+    """A NameServer, a master (id 0) and, once started, its slave (id 1) of ``broker_name``;
+    ``start`` starts (or restarts) either, ``procs[role]`` is its process."""
+
+    def __init__(self, workdir: Path, broker_name: str = "broker-a") -> None:
+        self.broker_name = broker_name
+        self.workdir = workdir
+        (workdir / "namesrv").mkdir(parents=True)
+        self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
+        self.ports = {"master": free_port(), "slave": free_port()}
+        self.procs: dict[str, ServerProcess] = {}
+        self.start("master")
+
+    def home(self, role: str) -> Path:
+        return self.workdir / role
+
+    def addr(self, role: str) -> str:
+        return f"127.0.0.1:{self.ports[role]}"
+
+    def start(self, role: str) -> ServerProcess:
+        """Start the role's broker, after reaping its previous process (killed or stopped)."""
+        if role in self.procs:
+            self.procs[role].stop()
+        home = self.home(role)
+        home.mkdir(exist_ok=True)
+        conf = home / "broker.conf"
+        lines = ["brokerClusterName=DefaultCluster", f"brokerName={self.broker_name}"]
+        if role == "slave":
+            lines += ["brokerId=1", "brokerRole=SLAVE", "slaveSyncInterval=500"]
+        conf.write_text("\n".join(lines) + "\n")
+        self.procs[role] = ServerProcess(
+            "broker", home, "-c", str(conf), "--store", str(home / "store"),
+            "--listen", self.addr(role), "-n", self.namesrv.addr, listen=False,
+        )  # fmt: skip
+        return self.procs[role]
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+        self.namesrv.stop()
+
+
+async def request(
+    client: ClientInstance, addr: str, code: int, fields: dict[str, Any] | None = None,
+    body: bytes = b"",
+) -> RemotingCommand:  # fmt: skip
+    return await client.remoting.invoke(addr, RemotingCommand.request(code, fields, body), 5)
+
+
+async def table(client: ClientInstance, addr: str, code: int) -> Any:
+    resp = await request(client, addr, code)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return json_body.loads(resp.body)
