@@ -9,6 +9,12 @@
 static PyObject *references;
 
 PyObject *
+pmq_references(void)
+{
+    return references;
+}
+
+PyObject *
 pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames)
 {
@@ -44,6 +50,12 @@ static PyMethodDef speedups_methods[] = {
     {"decode_batch_body", (PyCFunction)(void (*)(void))pmq_decode_batch_body,
      METH_FASTCALL | METH_KEYWORDS,
      "Split a batch send's body into (flag, body, properties)."},
+    {"decode_message", (PyCFunction)(void (*)(void))pmq_decode_message,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Decode a whole record into a MessageExt (MessageDecoder.decode)."},
+    {"decode_pull_body", (PyCFunction)(void (*)(void))pmq_decode_pull_body,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The messages of a pull answer's body, in order, as a consumer sees them."},
     {NULL, NULL, 0, NULL},
 };
 

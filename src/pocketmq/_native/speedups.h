@@ -12,6 +12,9 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The registry of references (borrowed; it lives as long as the process). */
+PyObject *pmq_references(void);
+
 /* Calls the reference implementation registered as `name` with the same arguments. */
 PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
@@ -40,5 +43,9 @@ PyObject *pmq_place_records(PyObject *module, PyObject *const *args, Py_ssize_t 
                             PyObject *kwnames);
 PyObject *pmq_decode_batch_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
+PyObject *pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
 
 #endif

@@ -453,7 +453,7 @@ def decode_record_info(buf: ReadableBuffer, pos: int, limit: int, check_crc: boo
     )
 
 
-def decode_message(
+def decode_message_py(
     buf: ReadableBuffer, pos: int = 0, check_crc: bool = False, *, inflate_body: bool = False
 ) -> MessageExt:
     """Decode a whole record into a MessageExt (MessageDecoder.decode). ``inflate_body``
@@ -505,3 +505,4 @@ def decode_message(
 
 encode_records: Final = native.select("encode_records", encode_records_py)
 place_records: Final = native.select("place_records", place_records_py)
+decode_message: Final = native.select("decode_message", decode_message_py)

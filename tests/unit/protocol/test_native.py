@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import batch, native, properties, record_codec
+from pocketmq.protocol import batch, native, properties, pull_body, record_codec
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -57,6 +57,8 @@ HOMES = {
     "encode_records": record_codec,
     "place_records": record_codec,
     "decode_batch_body": batch,
+    "decode_message": record_codec,
+    "decode_pull_body": pull_body,
 }
 
 
