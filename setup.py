@@ -13,7 +13,10 @@ setup(
     ext_modules=[
         Extension(
             "pocketmq._speedups",
-            sources=[f"{NATIVE}/{name}.c" for name in ("module", "javahash", "properties")],
+            sources=[
+                f"{NATIVE}/{name}.c"
+                for name in ("module", "javahash", "properties", "records", "batch", "decode")
+            ],
             depends=[f"{NATIVE}/speedups.h"],
             optional=True,
         )

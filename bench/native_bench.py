@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from pocketmq.protocol import message
+from pocketmq.protocol import properties
 
 try:
     from pocketmq import _speedups
@@ -39,7 +39,7 @@ PROPS = {
     "MIN_OFFSET": "0",
     "MAX_OFFSET": "123457",
 }
-TEXT = message.encode_properties_py(PROPS)
+TEXT = properties.encode_properties_py(PROPS)
 CASES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("java_string_hash", "index key, 25 chars", (KEY,)),
     ("java_string_hash_concat", "key after a cached 'topic#' hash", (-1902610879, "ORDER-1")),
@@ -57,7 +57,7 @@ def ops_per_s(func: Callable[..., Any], args: tuple[Any, ...], number: int = 200
 def micro() -> None:
     print(f"{'function':<24} {'input':<34} {'pure ops/s':>12} {'native ops/s':>13} {'x':>6}")
     for name, what, args in CASES:
-        pure = ops_per_s(getattr(message, f"{name}_py"), args)
+        pure = ops_per_s(getattr(properties, f"{name}_py"), args)
         fast = ops_per_s(getattr(_speedups, name), args)
         print(f"{name:<24} {what:<34} {pure:>12,.0f} {fast:>13,.0f} {fast / pure:>6.1f}")
 

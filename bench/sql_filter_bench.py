@@ -36,13 +36,9 @@ from harness import process_cpu_s
 from pocketmq.client import Producer, message
 from pocketmq.filter import compile_sql92
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageExt,
-    PullSysFlag,
-    decode_properties,
-    encode_properties,
-    encode_record,
-)
+from pocketmq.protocol.message import MessageExt, PullSysFlag
+from pocketmq.protocol.properties import decode_properties, encode_properties
+from pocketmq.protocol.record_codec import encode_record
 from pocketmq.protocol.record_properties import RecordProperties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient

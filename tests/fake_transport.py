@@ -17,12 +17,14 @@ class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.written = bytearray()
+        self.writes = 0  # calls of write(): coalescing shows in this count
         self.closed = False
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 4000) if name == "peername" else default
 
     def write(self, data: Any) -> None:
+        self.writes += 1
         self.written += data
 
     def is_closing(self) -> bool:

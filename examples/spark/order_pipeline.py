@@ -42,9 +42,7 @@ def generate(nameserver: str, count: int) -> None:
                 "amount": round(random.uniform(5, 250), 2),
                 "ts": start_ms + i * (now_ms - start_ms) // count,
             }
-            producer.send(
-                message("orders", json.dumps(order), keys=order_id, tags="created")
-            )
+            producer.send(message("orders", json.dumps(order), keys=order_id, tags="created"))
     print(f"sent {count} orders to topic orders")
 
 

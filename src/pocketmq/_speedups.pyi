@@ -1,6 +1,9 @@
 """Types of the C extension built from src/pocketmq/_native (see pocketmq.protocol.native)."""
 
+import mmap
 from collections.abc import Callable
+
+from pocketmq.protocol.message import Host, MessageExt
 
 # The pure-Python references by function name: input off the native fast path goes to them.
 REFERENCES: dict[str, Callable[..., object]]
@@ -9,3 +12,27 @@ def java_string_hash(s: str) -> int: ...
 def java_string_hash_concat(prefix_hash: int, s: str) -> int: ...
 def encode_properties(properties: dict[str, str]) -> str: ...
 def decode_properties(text: str) -> dict[str, str]: ...
+def encode_records(
+    msgs: list[MessageExt],
+    store_host: bytes,
+    hosts: dict[Host, bytes],
+    max_body_size: int,
+    max_record_size: int,
+) -> tuple[bytes, list[int], list[int]]: ...
+def place_records(
+    buf: bytearray | memoryview | mmap.mmap,
+    pos: int,
+    data: bytes,
+    phy_offset: int,
+    store_timestamp: int,
+    queue_offsets: list[int],
+) -> None: ...
+def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]: ...
+def decode_message(
+    buf: bytes | bytearray | memoryview | mmap.mmap,
+    pos: int = 0,
+    check_crc: bool = False,
+    *,
+    inflate_body: bool = False,
+) -> MessageExt: ...
+def decode_pull_body(body: bytes, restore_retry_topic: bool) -> list[MessageExt]: ...

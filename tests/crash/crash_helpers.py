@@ -25,7 +25,8 @@ from typing import Any
 
 import orjson
 
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store.bench import bench_body, bench_key, bench_message, bench_topic
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.message_store import MessageStore

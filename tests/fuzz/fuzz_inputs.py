@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.codes import LanguageCode, RequestCode, SerializeType
-from pocketmq.protocol.message import encode_properties
+from pocketmq.protocol.properties import encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 
 T = TypeVar("T")

@@ -36,7 +36,8 @@ from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, decode_message, decode_offset_msg_id
+from pocketmq.protocol.message import MessageConst, decode_offset_msg_id
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 from waiting import wait_until

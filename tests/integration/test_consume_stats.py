@@ -21,7 +21,8 @@ from server_procs import ServerProcess
 
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import decode_message, encode_properties
+from pocketmq.protocol.properties import encode_properties
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 from waiting import wait_until

@@ -26,7 +26,8 @@ from pocketmq.client import (
 )
 from pocketmq.errors import BrokerError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import PullSysFlag, decode_message
+from pocketmq.protocol.message import PullSysFlag
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 from waiting import wait_until

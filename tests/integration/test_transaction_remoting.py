@@ -17,15 +17,10 @@ from server_procs import ServerProcess
 
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    decode_message,
-    decode_offset_msg_id,
-    encode_properties,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_offset_msg_id
 from pocketmq.protocol.names import TRANS_HALF_TOPIC
+from pocketmq.protocol.properties import encode_properties
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RemotingClient
 from waiting import wait_until

@@ -250,7 +250,12 @@ def test_store_directory_read_equals_what_the_broker_serves(
 
 
 def test_store_directory_read_skips_a_torn_tail(spark: Any, tmp_path: Any) -> None:
-    from pocketmq.protocol.message import MessageExt, encode_record
+    from pocketmq.protocol.message import (
+        MessageExt,
+    )
+    from pocketmq.protocol.record_codec import (
+        encode_record,
+    )
 
     commitlog = tmp_path / "commitlog"
     commitlog.mkdir()

@@ -14,7 +14,8 @@ pytest.importorskip("pyarrow")
 
 from pocketmq.errors import ConfigError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageExt, encode_record
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.record_codec import encode_record
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.spark import pull_reader, source
 from pocketmq.spark.compat import ReadAllAvailable, ReadMaxRows

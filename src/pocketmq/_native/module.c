@@ -9,6 +9,12 @@
 static PyObject *references;
 
 PyObject *
+pmq_references(void)
+{
+    return references;
+}
+
+PyObject *
 pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames)
 {
@@ -35,6 +41,21 @@ static PyMethodDef speedups_methods[] = {
     {"decode_properties", (PyCFunction)(void (*)(void))pmq_decode_properties,
      METH_FASTCALL | METH_KEYWORDS,
      "Decode a properties string; pairs without a name/value separator are skipped."},
+    {"encode_records", (PyCFunction)(void (*)(void))pmq_encode_records,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A put's records back to back, their sizes and sys flags (offsets and store time 0)."},
+    {"place_records", (PyCFunction)(void (*)(void))pmq_place_records,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Copy encoded records into a buffer with their offsets and store time, first size last."},
+    {"decode_batch_body", (PyCFunction)(void (*)(void))pmq_decode_batch_body,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Split a batch send's body into (flag, body, properties)."},
+    {"decode_message", (PyCFunction)(void (*)(void))pmq_decode_message,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Decode a whole record into a MessageExt (MessageDecoder.decode)."},
+    {"decode_pull_body", (PyCFunction)(void (*)(void))pmq_decode_pull_body,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The messages of a pull answer's body, in order, as a consumer sees them."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -54,9 +75,17 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
+    if (pmq_records_init() < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (references == NULL) {
         references = PyDict_New();
-        if (references == NULL) {
+        if (pmq_records_init() < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (references == NULL) {
             Py_DECREF(module);
             return NULL;
         }

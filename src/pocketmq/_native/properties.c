@@ -1,9 +1,10 @@
 /* Message properties: ``name \x01 value \x02`` repeated (MessageDecoder). No I/O here.
  *
  * encode_properties takes an exact dict whose names and values are exact str; anything else
- * (a dict subclass, an int value) goes to the reference, whose f-strings format it. The result
- * is built in one allocation: every source str is canonical, so the widest source kind is the
- * result's canonical kind.
+ * (a dict subclass, an int value) goes to the reference, whose f-strings format it
+ * (pmq_properties_text, shared with records.c, answers NULL without an exception for it).
+ * The result is built in one allocation: every source str is canonical, so the widest source
+ * kind is the result's canonical kind.
  *
  * decode_properties splits an exact str at every \x02, then each item at its first \x01;
  * items without one are skipped and a later duplicate name wins, as str.split/partition do.
@@ -14,21 +15,18 @@
 #define PROPERTY_SEPARATOR 0x02
 
 PyObject *
-pmq_encode_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
-                      PyObject *kwnames)
+pmq_properties_text(PyObject *props)
 {
-    (void)module;
-    if (kwnames != NULL || nargs != 1 || !PyDict_CheckExact(args[0])) {
-        return pmq_call_reference("encode_properties", args, nargs, kwnames);
+    if (!PyDict_CheckExact(props)) {
+        return NULL;
     }
-    PyObject *props = args[0];
     Py_ssize_t count = PyDict_GET_SIZE(props);
     Py_ssize_t pos = 0, total = 0;
     Py_UCS4 maxchar = 0x7F;
     PyObject *key, *value;
     while (PyDict_Next(props, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) {
-            return pmq_call_reference("encode_properties", args, nargs, kwnames);
+            return NULL;
         }
         if (PyUnicode_READY(key) < 0 || PyUnicode_READY(value) < 0) {
             return NULL;
@@ -76,6 +74,21 @@ pmq_encode_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         at += vlen;
         PyUnicode_WRITE(kind, data, at, PROPERTY_SEPARATOR);
         at++;
+    }
+    return result;
+}
+
+PyObject *
+pmq_encode_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    (void)module;
+    if (kwnames != NULL || nargs != 1) {
+        return pmq_call_reference("encode_properties", args, nargs, kwnames);
+    }
+    PyObject *result = pmq_properties_text(args[0]);
+    if (result == NULL && !PyErr_Occurred()) {
+        return pmq_call_reference("encode_properties", args, nargs, kwnames);
     }
     return result;
 }

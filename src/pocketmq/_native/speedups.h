@@ -10,10 +10,24 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+
+/* The registry of references (borrowed; it lives as long as the process). */
+PyObject *pmq_references(void);
 
 /* Calls the reference implementation registered as `name` with the same arguments. */
 PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
+
+/* The properties text of an exact dict of exact str (a new str), or NULL: with an exception
+ * set on failure, without one for input off that fast path (the reference must run). */
+PyObject *pmq_properties_text(PyObject *props);
+
+/* CRC32 (zlib's) of n bytes. */
+uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
+
+/* Called once from PyInit__speedups: the interned attribute names and the CRC tables. */
+int pmq_records_init(void);
 
 PyObject *pmq_java_string_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
@@ -23,5 +37,15 @@ PyObject *pmq_encode_properties(PyObject *module, PyObject *const *args, Py_ssiz
                                 PyObject *kwnames);
 PyObject *pmq_decode_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
+PyObject *pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+PyObject *pmq_place_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
+PyObject *pmq_decode_batch_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
 
 #endif

@@ -20,13 +20,10 @@ from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageExt,
-    PullSysFlag,
-    decode_message,
-    encode_properties,
-)
+from pocketmq.protocol.message import MessageExt, PullSysFlag
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
+from pocketmq.protocol.properties import encode_properties
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
 

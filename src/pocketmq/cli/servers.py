@@ -29,6 +29,7 @@ from pocketmq.conf import read_properties
 from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
 from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.protocol import native
 
 
 async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
@@ -170,7 +171,7 @@ def broker(
             raise
         click.echo(
             f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}, "
-            f"gRPC endpoint {config.listen_host}:{g_port}"
+            f"gRPC endpoint {config.listen_host}:{g_port}, hot path {native.DESCRIPTION}"
         )
         if ready_file is not None:
             write_ready_file(
@@ -224,7 +225,7 @@ def serve(
             raise
         click.echo(
             f"pocketmq serving: name server {host}:{ns_port}, broker {host}:{b_port}, "
-            f"gRPC endpoint {host}:{g_port}, store {store_dir}\n"
+            f"gRPC endpoint {host}:{g_port}, store {store_dir}, hot path {native.DESCRIPTION}\n"
             f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port} "
             f"(4.x), endpoints {host}:{g_port} (5.x)"
         )

@@ -169,6 +169,11 @@ def bench_cmd(
             f"store/raw = {result.ratio}\n"
             f"put latency p50 {result.put_p50_us} us, p99 {result.put_p99_us} us"
         )
+        if result.fsync_bound_msgs_per_s:
+            click.echo(
+                f"fsync-bound rate for {result.writers} records per fdatasync: "
+                f"{result.fsync_bound_msgs_per_s:,.0f} msgs/s; store/bound = {result.fsync_ratio}"
+            )
         if result.first_error:
             click.echo(f"{result.failed} puts failed; first: {result.first_error}", err=True)
     if result.failed:

@@ -30,7 +30,8 @@ from pocketmq.errors import ClientError, ProtocolError, RequestError
 from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_str
-from pocketmq.protocol.message import MessageExt, decode_message
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 

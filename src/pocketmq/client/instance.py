@@ -28,8 +28,9 @@ from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import MASTER_ID
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient
 from pocketmq.tasks import cancel_and_wait

@@ -27,15 +27,9 @@ from pocketmq.errors import BrokerError, ClientError, RequestTimeoutError
 from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    delay_property,
-    encode_properties,
-    java_string_hash,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, delay_property
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic, topic_error
+from pocketmq.protocol.properties import encode_properties, java_string_hash
 
 log = logging.getLogger(__name__)
 

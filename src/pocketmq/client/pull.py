@@ -18,13 +18,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.route import MessageQueue
 from pocketmq.errors import ClientError, ProtocolError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    PullSysFlag,
-    decode_message,
-    tags_code,
-)
+from pocketmq.protocol.message import MessageExt, PullSysFlag
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_SQL92,
     EXPRESSION_TYPE_TAG,
@@ -34,6 +28,8 @@ from pocketmq.protocol.names import (
     is_tag_type,
     parse_tag_expression,
 )
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.pull_body import decode_pull_body
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,24 +132,10 @@ def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
     Raises:
         ClientError: the body does not decode.
     """
-    out = []
-    view = memoryview(body)
-    pos = 0
     try:
-        while pos < len(body):
-            size = struct.unpack_from(">i", body, pos)[0]
-            if size <= 0 or pos + size > len(body):
-                raise ProtocolError(f"record at byte {pos} says {size} bytes")
-            msg = decode_message(view[pos : pos + size], inflate_body=True)
-            pos += size
-            msg.msg_id = msg.uniq_key or msg.msg_id
-            retry_topic = msg.properties.get(MessageConst.RETRY_TOPIC)
-            if retry_topic and is_retry_topic(mq.topic):
-                msg.topic = retry_topic
-            out.append(msg)
+        return decode_pull_body(body, is_retry_topic(mq.topic))
     except (ProtocolError, struct.error) as exc:
         raise ClientError(f"cannot decode messages pulled from {mq}: {exc}") from exc
-    return out
 
 
 async def pull(

@@ -23,15 +23,9 @@ from pocketmq.errors import ClientError
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.headers import get_str
-from pocketmq.protocol.message import (
-    REPLY_MESSAGE_FLAG,
-    Message,
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    decode_properties,
-)
+from pocketmq.protocol.message import REPLY_MESSAGE_FLAG, Message, MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import reply_topic
+from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 from pocketmq.remoting.client import split_addr

@@ -32,15 +32,7 @@ from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import FieldError, FieldKind
-from pocketmq.protocol.message import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    decode_offset_msg_id,
-    java_string_hash,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_offset_msg_id
 from pocketmq.protocol.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     EXPRESSION_TYPE_SQL92,
@@ -53,6 +45,7 @@ from pocketmq.protocol.names import (
     is_writeable,
     topic_error,
 )
+from pocketmq.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
 from pocketmq.protocol.topic_attributes import TopicMessageType, accepted_types, topic_message_type
 
 # RocketMQ proxy's ResponseBuilder: remoting outcome -> v2 status code.

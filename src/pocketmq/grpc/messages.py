@@ -27,13 +27,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.grpc.convert import RESERVED_PROPERTIES
 from pocketmq.grpc.v2 import definition_pb2 as pb
-from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    create_offset_msg_id,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, create_offset_msg_id
+from pocketmq.protocol.properties import KEY_SEPARATOR
 
 # A compressed body is inflated only up to this size, so that a small record cannot make the
 # broker allocate without bound; it is far above any producer's body limit (4 MiB by default).

@@ -18,7 +18,7 @@ from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import check_batch_size, check_group, check_offset
-from pocketmq.protocol.message import decode_message
+from pocketmq.protocol.record_codec import decode_message
 
 
 class PullActivity(Activity):

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import Final
 
 from pocketmq.errors import ProtocolError
-from pocketmq.protocol.message import Message, decode_properties, encode_properties
+from pocketmq.protocol import native
+from pocketmq.protocol.message import Message
+from pocketmq.protocol.properties import decode_properties, encode_properties
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
 _H16 = struct.Struct(">h")
@@ -29,8 +32,9 @@ def encode_batch_body(messages: Iterable[Message]) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
+def decode_batch_body_py(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
     """Split a batch send's body (see ``encode_batch_body``) into (flag, body, properties).
+    The pure-Python reference of pocketmq._speedups; call ``decode_batch_body``.
 
     Raises:
         ProtocolError: a message overruns the body or its lengths disagree.
@@ -57,3 +61,6 @@ def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]:
         out.append((flag, body, props))
         pos = p
     return out
+
+
+decode_batch_body: Final = native.select("decode_batch_body", decode_batch_body_py)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from pocketmq.protocol.message import tags_code
+from pocketmq.protocol.properties import tags_code
 
 # ------------------------------------------------------------------ system topics and groups
 

@@ -1,19 +1,18 @@
 """A record's properties read by name from its raw bytes, without decoding the others: what a
 property filter (SQL92) reads for each record it checks. No I/O here; the record layout is
-drawn in ``pocketmq.protocol.message``."""
+drawn in ``pocketmq.protocol.record_codec``."""
 
 from __future__ import annotations
 
 import struct
 
-from pocketmq.protocol.message import (
-    NAME_VALUE_SEPARATOR,
+from pocketmq.protocol.message import SysFlag
+from pocketmq.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from pocketmq.protocol.record_codec import (
     POS_BORN_HOST,
     POS_MAGIC,
     POS_SYS_FLAG,
-    PROPERTY_SEPARATOR,
     RecordError,
-    SysFlag,
     topic_field,
 )
 

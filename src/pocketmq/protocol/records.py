@@ -3,7 +3,7 @@ and the Spark store reader all hop through segments with it. No I/O here: it rea
 (an mmap, a memoryview, bytes) and knows nothing of files or clocks.
 
 A segment holds records back to back from position 0 (the layout of one record is drawn in
-pocketmq.protocol.message), then one of::
+pocketmq.protocol.record_codec), then one of::
 
     offset size  field
     0      4     TOTALSIZE     the rest of the segment, this field included
@@ -29,12 +29,12 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
-from pocketmq.protocol.message import (
+from pocketmq.protocol.message import ReadableBuffer
+from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_PHY_OFFSET,
-    ReadableBuffer,
     RecordError,
     RecordInfo,
     decode_record_info,

@@ -13,6 +13,12 @@ ConnectionError.
 
 Reading pauses while the transport's write buffer is above its high-water mark, so a peer that
 stops reading cannot make us buffer without bound.
+
+Responses are coalesced per event-loop iteration: the first of an iteration goes to the
+transport at once (a lone response waits for nothing), later ones (a group commit acknowledging
+many sends, the answers to one read's worth of requests) are written together when the
+iteration ends. A request is never held: it goes out at once, after any response held before
+it, so frames keep their order.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ class RemotingChannel(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         # Free-form per-connection state for the server (client id, groups, ...).
         self.attributes: dict[str, Any] = {}
+        # Responses held until this iteration ends; None when no response was written in it.
+        self._held: list[bytes] | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -167,7 +175,8 @@ class RemotingChannel(asyncio.Protocol):
         except LocalProtocolError as exc:
             log.error("cannot send code %d to %s: %s", cmd.code, self.peer, exc)
             if cmd.is_response:
-                self.transport.write(
+                self._write(
+                    True,
                     self.conn.send(
                         RemotingCommand(
                             code=ResponseCode.SYSTEM_ERROR,
@@ -176,11 +185,31 @@ class RemotingChannel(asyncio.Protocol):
                             remark=str(exc),
                             serialize_type=cmd.serialize_type,
                         )
-                    )
+                    ),
                 )
             return
         self.last_active = time.monotonic()
-        self.transport.write(data)
+        self._write(cmd.is_response, data)
+
+    def _write(self, response: bool, data: bytes) -> None:
+        assert self.transport is not None
+        held = self._held
+        if held is None:
+            self.transport.write(data)
+            if response:
+                self._held = []
+                asyncio.get_running_loop().call_soon(self._write_held)
+            return
+        held.append(data)
+        if not response:
+            self._held = []
+            self.transport.writelines(held)
+
+    def _write_held(self) -> None:
+        held, self._held = self._held, None
+        if held and self.is_open:
+            assert self.transport is not None
+            self.transport.writelines(held)
 
     async def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send a request and wait for its response.
@@ -208,6 +237,7 @@ class RemotingChannel(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._write_held()  # close() still sends what the transport buffers: these too
             self.transport.close()
 
     async def aclose(self) -> None:

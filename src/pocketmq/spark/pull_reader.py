@@ -27,8 +27,9 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.client.pull import PullStatus
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import PullSysFlag, RecordError
+from pocketmq.protocol.message import PullSysFlag
 from pocketmq.protocol.names import SUB_ALL
+from pocketmq.protocol.record_codec import RecordError
 from pocketmq.spark.cluster import new_instance, new_loop
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer

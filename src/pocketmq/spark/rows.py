@@ -31,16 +31,13 @@ from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from pocketmq.protocol.message import (
+from pocketmq.protocol.message import MessageConst, MessageExt, ReadableBuffer, SysFlag
+from pocketmq.protocol.properties import decode_properties
+from pocketmq.protocol.record_codec import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
-    MessageConst,
-    MessageExt,
-    ReadableBuffer,
     RecordError,
-    SysFlag,
     decode_message,
-    decode_properties,
     topic_field,
 )
 from pocketmq.protocol.records import MIN_RECORD_SIZE

@@ -29,7 +29,7 @@ from typing import Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.errors import ConfigError, CorruptRecordError
-from pocketmq.protocol.message import RecordError
+from pocketmq.protocol.record_codec import RecordError
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.spark.options import StoreReadOptions
 from pocketmq.spark.rows import BATCH_ROWS, RowBuffer

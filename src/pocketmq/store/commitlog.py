@@ -1,12 +1,13 @@
 """CommitLog: every topic's records, appended to one log of mapped segments, and its recovery.
 
-Record layout: see pocketmq.protocol.message; recovery walks segments with
-pocketmq.protocol.records. Appends run on the caller's thread under
-``put_lock``; they copy the record into the mapping and write its TOTALSIZE field last, so a
-process killed mid-copy leaves a zero size where the record would start, which recovery reads
-as the end of the log. In an append of several records the first record's size goes in after
-every other byte: a killed process leaves all of them or none (a transaction's commit and its
-op record rely on it), short of a torn page after a power cut.
+Record layout: see pocketmq.protocol.record_codec; recovery walks segments with
+pocketmq.protocol.records. A put encodes its records in one pass before taking ``put_lock``
+(``encode_records``, native when the extension is active), then, under the lock on the
+caller's thread, copies them into the mapping with their offsets and store time
+(``place_records``), the first record's TOTALSIZE last: a process killed mid-copy leaves a zero
+size where the put would start, which recovery reads as the end of the log, so a put of several
+records leaves all of them or none (a transaction's commit and its op record rely on it), short
+of a torn page after a power cut.
 """
 
 from __future__ import annotations
@@ -15,31 +16,26 @@ import errno
 import logging
 import struct
 import threading
-import zlib
 from collections.abc import Callable
-from typing import NamedTuple
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreWriteError
-from pocketmq.protocol.message import (
-    MAX_PROPERTIES_LENGTH,
-    MAX_TOPIC_LENGTH,
-    MAX_TOPIC_LENGTH_V1,
+from pocketmq.protocol.message import Host, MessageExt, SysFlag, host_to_bytes
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.record_codec import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     POS_MAGIC,
-    Host,
-    MessageExt,
+    PropertiesTooLong,
+    RecordEncodeError,
     RecordError,
     RecordInfo,
-    SysFlag,
     decode_record_info,
-    encode_properties,
-    host_to_bytes,
+    encode_records,
     peek_record_size,
-    tags_code,
+    place_records,
 )
-from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
@@ -53,49 +49,12 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _BLANK = struct.Struct(">iI")
-_HOST_BYTES_CACHE: dict[Host, bytes] = {}
 # Receives each valid record met by recovery (abnormal recovery re-dispatches them).
 DispatchSink = Callable[[RecordInfo], None]
 # Extra bytes beside the largest body in which a record always has a non-zero byte.
 _RECORD_OVERHEAD_BOUND = 64 * 1024
-
-
-def _host_bytes(host: Host) -> bytes:
-    raw = _HOST_BYTES_CACHE.get(host)
-    if raw is None:
-        if len(_HOST_BYTES_CACHE) > 4096:
-            _HOST_BYTES_CACHE.clear()
-        raw = _HOST_BYTES_CACHE[host] = host_to_bytes(host)
-    return raw
-
-
-def _header_struct(born_len: int, store_len: int) -> struct.Struct:
-    # magic crc queueId flag queueOffset phyOffset sysFlag bornTs bornHost storeTs storeHost
-    # reconsumeTimes preparedTxOffset bodyLen
-    return struct.Struct(f">IiiiqqiQ{born_len}sq{store_len}siqi")
-
-
-_HEADERS = {(b, s): _header_struct(b, s) for b in (8, 20) for s in (8, 20)}
-# The message's own fixed-width fields, as the header packs them: queueId flag sysFlag bornTs
-# reconsumeTimes preparedTxOffset. Checked before the lock, so that a value that does not fit
-# is refused instead of failing the append half-way.
-_MESSAGE_FIELDS = struct.Struct(">iiiQiq")
 # Transaction types that take a queue offset (prepared and rolled-back records take none).
 _IN_QUEUE = (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
-
-
-class _Encoded(NamedTuple):
-    """A message prepared outside the lock: everything but offsets and the store time."""
-
-    msg: MessageExt
-    props: dict[str, str]
-    body_crc: int
-    tail: bytes  # topic length + topic + properties length + properties
-    size: int
-    sys_flag: int
-    born: bytes
-    magic: int
-    header: struct.Struct
 
 
 class CommitLog:
@@ -112,9 +71,8 @@ class CommitLog:
         # Next queue offset per (topic, queue id); rebuilt from the consume queues on start.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.store_host = config.store_host_tuple
-        self._store_host_bytes = _host_bytes(self.store_host)
-        self._store_v6 = len(self._store_host_bytes) == 20
-        self._topic_cache: dict[str, tuple[bytes, int]] = {}
+        self._store_host_bytes = host_to_bytes(self.store_host)
+        self._born_hosts: dict[Host, bytes] = {}  # encode_records' cache
         self.delay_levels_ms = config.delay_levels_ms
         # Set by the first failed write: later puts fail fast until the store is reopened.
         self.write_error: StoreWriteError | None = None
@@ -131,77 +89,6 @@ class CommitLog:
 
     # --- append ---------------------------------------------------------------------
 
-    def _topic_prefix(self, topic: str) -> tuple[bytes, int]:
-        """The topic's length field + bytes, and the record's magic code (v2 for long topics).
-
-        Raises:
-            ValueError: the topic is empty or longer than any record can carry.
-        """
-        cached = self._topic_cache.get(topic)
-        if cached is None:
-            raw = topic.encode()
-            if not raw or len(raw) > MAX_TOPIC_LENGTH:
-                raise ValueError(f"topic must be 1..{MAX_TOPIC_LENGTH} bytes, got {len(raw)}")
-            v1 = len(raw) <= MAX_TOPIC_LENGTH_V1
-            cached = (
-                len(raw).to_bytes(1 if v1 else 2, "big") + raw,
-                MESSAGE_MAGIC_CODE if v1 else MESSAGE_MAGIC_CODE_V2,
-            )
-            if len(self._topic_cache) > 65536:
-                self._topic_cache.clear()
-            self._topic_cache[topic] = cached
-        return cached
-
-    def _encode(self, msg: MessageExt) -> _Encoded | PutResult:
-        body = msg.body
-        if len(body) > self.config.max_message_size:
-            return PutResult(
-                PutStatus.MESSAGE_ILLEGAL,
-                detail=f"body is {len(body)} bytes, max_message_size is "
-                f"{self.config.max_message_size}",
-            )
-        props = msg.properties
-        try:
-            props_bytes = encode_properties(props).encode()
-        except UnicodeEncodeError:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="properties are not valid Unicode")
-        if len(props_bytes) > MAX_PROPERTIES_LENGTH:
-            return PutResult(
-                PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                detail=f"properties are {len(props_bytes)} bytes, at most 32767 fit",
-            )
-        try:
-            topic_field, magic = self._topic_prefix(msg.topic)
-        except UnicodeEncodeError:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="topic is not valid Unicode")
-        except ValueError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=str(exc))
-        born = _host_bytes(msg.born_host)
-        sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
-        try:
-            _MESSAGE_FIELDS.pack(
-                msg.queue_id, msg.flag, sys_flag, msg.born_timestamp, msg.reconsume_times,
-                msg.prepared_transaction_offset,
-            )  # fmt: skip
-        except struct.error as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=f"a field does not fit: {exc}")
-        if len(born) == 20:
-            sys_flag |= SysFlag.BORNHOST_V6
-        if self._store_v6:
-            sys_flag |= SysFlag.STOREHOSTADDRESS_V6
-        tail = b"".join((topic_field, len(props_bytes).to_bytes(2, "big"), props_bytes))
-        header = _HEADERS[(len(born), len(self._store_host_bytes))]
-        # TOTALSIZE + fixed header, then body and tail (CommitLog.calMsgLength).
-        size = 4 + header.size + len(body) + len(tail)
-        if size + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
-            return PutResult(
-                PutStatus.MESSAGE_ILLEGAL,
-                detail=f"a {size}-byte record does not fit a commitlog segment",
-            )
-        return _Encoded(
-            msg, props, zlib.crc32(body) & 0x7FFFFFFF, tail, size, sys_flag, born, magic, header
-        )
-
     def put(self, msgs: list[MessageExt]) -> tuple[PutResult, list[DispatchRequest]]:
         """Append one message or several, contiguously and all or nothing; each takes the next
         offset of its own queue (a batch is one queue; a transaction's commit and op are two).
@@ -212,18 +99,19 @@ class CommitLog:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=str(self.write_error)), []
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
-        encoded: list[_Encoded] = []
-        total = 0
-        for m in msgs:
-            e = self._encode(m)
-            if isinstance(e, PutResult):
-                return e, []
-            encoded.append(e)
-            total += e.size
-        if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
+        segment = self.config.mapped_file_size_commit_log
+        try:
+            data, sizes, sys_flags = encode_records(
+                msgs, self._store_host_bytes, self._born_hosts, self.config.max_message_size,
+                segment - END_FILE_MIN_BLANK_LENGTH,
+            )  # fmt: skip
+        except PropertiesTooLong as exc:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, detail=str(exc)), []
+        except RecordEncodeError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, detail=str(exc)), []
+        total = len(data)
+        if total + END_FILE_MIN_BLANK_LENGTH > segment:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="batch larger than a segment"), []
-        store_host = self._store_host_bytes
-        schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
 
         with self.put_lock:
             try:
@@ -236,85 +124,72 @@ class CommitLog:
                 log.error(detail)
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, detail=detail), []
             store_ts = self.clock.now_ms()
-            table = self.topic_queue_table
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
-            mm = mf.mm
-            offsets: list[int] = []
-            reqs: list[DispatchRequest] = []
-            key: tuple[str, int] | None = None
-            counts_in_queue = False
-            qo = queue_offset = 0
-            for msg, props, crc, tail, size, sys_flag, born, magic, header in encoded:
-                if key is None or msg.queue_id != key[1] or msg.topic != key[0]:
-                    if key is not None and counts_in_queue:
-                        table[key] = qo
-                    key = (msg.topic, msg.queue_id)
-                    tx = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
-                    counts_in_queue = tx in _IN_QUEUE
-                    qo = table.get(key, 0) if counts_in_queue else 0
-                    if not offsets:
-                        queue_offset = qo
-                body = msg.body
-                header.pack_into(
-                    mm, pos + 4, magic, crc, msg.queue_id, msg.flag, qo, phy, sys_flag,
-                    msg.born_timestamp, born, store_ts, store_host, msg.reconsume_times,
-                    msg.prepared_transaction_offset, len(body),
-                )  # fmt: skip
-                p = pos + 4 + header.size
-                mm[p : p + len(body)] = body
-                p += len(body)
-                mm[p : p + len(tail)] = tail
-                if self._fail_next_write:
-                    self._fail_next_write = False
-                    error = self.fail_writes(
-                        OSError(errno.EIO, "Input/output error (fault hook)"),
-                        f"commitlog write at {phy} failed",
-                    )
-                    log.error("%s", error)
-                    return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
-                # The size goes in last: a torn copy leaves a zero size, read as end of log.
-                # The first record's waits for the others (see the module docstring).
-                if offsets:
-                    _SIZE.pack_into(mm, pos, size)
-                offsets.append(phy)
-                topic = msg.topic
-                reqs.append(
-                    DispatchRequest(
-                        topic,
-                        msg.queue_id,
-                        phy,
-                        size,
-                        tags_code(props.get("TAGS"))
-                        if topic not in schedule
-                        else compute_tags_code(topic, props, store_ts, self.delay_levels_ms),
-                        store_ts,
-                        qo,
-                        props.get("KEYS"),
-                        props.get("UNIQ_KEY"),
-                        sys_flag,
-                    )
+            if self._fail_next_write:
+                self._fail_next_write = False
+                # A write torn before the first size went in: the bytes, never the size.
+                mf.mm[pos + 4 : pos + total] = memoryview(data)[4:]
+                error = self.fail_writes(
+                    OSError(errno.EIO, "Input/output error (fault hook)"),
+                    f"commitlog write at {phy} failed",
                 )
-                pos += size
-                phy += size
-                if counts_in_queue:
-                    qo += 1
-            _SIZE.pack_into(mm, offsets[0] - mf.file_from_offset, encoded[0].size)
-            mf.wrote_position = pos
+                log.error("%s", error)
+                return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
+            queue_offsets = self._take_queue_offsets(msgs)
+            place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
+            mf.wrote_position = pos + total
             mf.store_timestamp = store_ts
-            if key is not None and counts_in_queue:
-                table[key] = qo
+        offsets: list[int] = []
+        reqs: list[DispatchRequest] = []
+        schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
+        levels = self.delay_levels_ms
+        for msg, size, sys_flag, qo in zip(msgs, sizes, sys_flags, queue_offsets, strict=True):
+            props = msg.properties
+            topic = msg.topic
+            offsets.append(phy)
+            reqs.append(
+                DispatchRequest(
+                    topic, msg.queue_id, phy, size,
+                    tags_code(props.get("TAGS")) if topic not in schedule
+                    else compute_tags_code(topic, props, store_ts, levels),
+                    store_ts, qo, props.get("KEYS"), props.get("UNIQ_KEY"), sys_flag,
+                )
+            )  # fmt: skip
+            phy += size
         return (
             PutResult(
                 PutStatus.PUT_OK,
                 phy_offsets=offsets,
-                queue_offset=queue_offset,
+                queue_offset=queue_offsets[0],
                 wrote_bytes=total,
                 store_timestamp=store_ts,
                 store_host=self.store_host,
             ),
             reqs,
         )
+
+    def _take_queue_offsets(self, msgs: list[MessageExt]) -> list[int]:
+        """Each message's queue offset, taken from ``topic_queue_table`` (under ``put_lock``):
+        a run of messages for one queue takes consecutive offsets when its first message's
+        transaction type goes to a consume queue, and 0 each when it does not."""
+        table = self.topic_queue_table
+        offsets: list[int] = []
+        i = 0
+        while i < len(msgs):
+            first = msgs[i]
+            key = (first.topic, first.queue_id)
+            j = i + 1
+            while j < len(msgs) and msgs[j].queue_id == key[1] and msgs[j].topic == key[0]:
+                j += 1
+            if (first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) in _IN_QUEUE:
+                qo = table.get(key, 0)
+                offsets += range(qo, qo + j - i)
+                table[key] = qo + j - i
+            else:
+                offsets += [0] * (j - i)
+            i = j
+        return offsets
 
     def _writable_file(self, need: int) -> MappedFile:
         """The segment that can take ``need`` bytes, closing the current one with a blank

@@ -14,15 +14,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pocketmq.protocol.message import (
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    MessageConst,
-    RecordInfo,
-    SysFlag,
-    tags_code,
-)
+from pocketmq.protocol.message import MessageConst, SysFlag
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.record_codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordInfo
 from pocketmq.protocol.records import MIN_RECORD_SIZE, RecordWalk, Stop
 
 if TYPE_CHECKING:

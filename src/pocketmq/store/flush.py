@@ -46,8 +46,12 @@ def _resolve_all(requests: list[_FlushRequest], ok: bool) -> None:
 
 
 class FlushCommitLogService:
-    """ASYNC_FLUSH: fdatasync every interval. SYNC_FLUSH: group commit - each round syncs
-    once for every put waiting, and resolves their futures on their event loops.
+    """ASYNC_FLUSH: fdatasync every interval. SYNC_FLUSH: group commit, pipelined - while one
+    fdatasync runs, puts keep appending and queue their requests; the moment it returns, every
+    request it covered (by end offset, however late the request arrived) is resolved on its
+    event loop and the next fdatasync starts at once if any request is left, covering all
+    that was appended meanwhile. A put waits at most for the rest of the sync running when it
+    appended, then for the one after.
 
     Puts still waiting after sync_flush_timeout are answered False by ``expire`` (called from
     the housekeeping thread, so a hung disk cannot hold them forever)."""
@@ -78,6 +82,9 @@ class FlushCommitLogService:
         """A future that becomes True once the CommitLog is durable up to next_offset, or
         False if that does not happen within the timeout."""
         fut: asyncio.Future[bool] = loop.create_future()
+        if next_offset <= self.commitlog.mfq.flushed_where:
+            fut.set_result(True)  # a sync that began after these bytes were written has ended
+            return fut
         with self._cond:
             if self._stopped:
                 fut.set_result(False)
@@ -125,7 +132,6 @@ class FlushCommitLogService:
                     self._idle = True
                     self._cond.wait(0.01 if self.sync_flush else self.interval_s)
                     self._idle = False
-                waiting = bool(self._pending)
                 stopped = self._stopped
             try:
                 flushed = self._flush_once()
@@ -137,13 +143,16 @@ class FlushCommitLogService:
                 self.commitlog.fail_writes(exc, "commitlog flush failed")
                 flushed = self.commitlog.mfq.flushed_where
                 ok = False
-            if waiting:
-                with self._cond:
-                    done = [r for r in self._pending if not ok or r.next_offset <= flushed]
+            # Requests queued while the sync ran are checked too: their bytes may be covered.
+            with self._cond:
+                if ok:
+                    done = [r for r in self._pending if r.next_offset <= flushed]
                     if done:
-                        self._pending = [r for r in self._pending if ok and r.next_offset > flushed]
-                if done:
-                    _resolve_all(done, ok)
+                        self._pending = [r for r in self._pending if r.next_offset > flushed]
+                else:
+                    done, self._pending = self._pending, []
+            if done:
+                _resolve_all(done, ok)
             if stopped:
                 with self._cond:
                     rest, self._pending = self._pending, []

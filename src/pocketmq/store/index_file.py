@@ -28,12 +28,8 @@ import threading
 from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
-from pocketmq.protocol.message import (
-    KEY_SEPARATOR,
-    SysFlag,
-    java_string_hash,
-    java_string_hash_concat,
-)
+from pocketmq.protocol.message import SysFlag
+from pocketmq.protocol.properties import KEY_SEPARATOR, java_string_hash, java_string_hash_concat
 from pocketmq.store.layout import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.protocol.message import KEY_SEPARATOR, RecordInfo, decode_record_info
 from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.properties import KEY_SEPARATOR
+from pocketmq.protocol.record_codec import RecordInfo, decode_record_info
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import BLANK_UNIT

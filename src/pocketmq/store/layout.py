@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from pocketmq.protocol.message import BLANK_MAGIC_CODE
+from pocketmq.protocol.record_codec import BLANK_MAGIC_CODE
 
 COMMITLOG_DIR: Final = "commitlog"
 CONSUME_QUEUE_DIR: Final = "consumequeue"

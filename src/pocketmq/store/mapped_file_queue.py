@@ -212,21 +212,26 @@ class MappedFileQueue:
     # --- durability -----------------------------------------------------------------
 
     def flush(self) -> int:
-        """fdatasync every segment with unflushed bytes; returns the new flushed offset."""
+        """fdatasync every segment with unflushed bytes; returns the new flushed offset.
+
+        Each segment's sync covers what was written to it when the sync began, so the offset
+        returned includes bytes appended while an earlier segment synced: a group commit
+        releases every put the sync covered, not only those present when this call began."""
         with self.lock:
             files = list(self.files)
-            target = self.max_offset()
             truncations = self.truncations
+        durable = self.flushed_where
         for mf in files:
             if mf.flushed_position < mf.wrote_position:
                 try:
                     mf.flush()
                 except ValueError:  # removed by retention meanwhile
                     continue
+            durable = mf.file_from_offset + mf.flushed_position
         with self.lock:
-            # A truncation meanwhile made target stale: bytes appended up to it since are new.
+            # A truncation meanwhile made durable stale: bytes appended up to it since are new.
             if truncations == self.truncations:
-                self.flushed_where = max(self.flushed_where, target)
+                self.flushed_where = max(self.flushed_where, durable)
             return self.flushed_where
 
     # --- recovery and retention -----------------------------------------------------

@@ -23,14 +23,8 @@ from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    RecordError,
-    RecordInfo,
-    decode_message,
-    decode_offset_msg_id,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, decode_offset_msg_id
+from pocketmq.protocol.record_codec import RecordError, RecordInfo, decode_message
 from pocketmq.store import query, retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pocketmq.protocol.message import KEY_SEPARATOR, RecordError, decode_record_info
+from pocketmq.protocol.properties import KEY_SEPARATOR
+from pocketmq.protocol.record_codec import RecordError, decode_record_info
 from pocketmq.store.results import QueryResult
 
 if TYPE_CHECKING:

@@ -20,8 +20,9 @@ from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import Popped, PopRequest, PopService
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, FakeClock
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import dlq_topic
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.filter import TagFilter

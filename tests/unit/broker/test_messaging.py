@@ -17,8 +17,9 @@ from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import GetStatus, MessageStore
 
 TOPIC = "OrderTopic"

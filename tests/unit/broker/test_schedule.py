@@ -9,8 +9,9 @@ import pytest
 
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.clock import FakeClock
-from pocketmq.protocol.message import MessageConst, MessageExt, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore
 
 

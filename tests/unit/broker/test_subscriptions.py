@@ -27,8 +27,9 @@ from pocketmq.broker.transaction.producers import ProducerRegistry
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag
 from pocketmq.protocol.names import SubscriptionData
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 

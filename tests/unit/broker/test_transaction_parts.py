@@ -21,14 +21,9 @@ from pocketmq.errors import RequestError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    decode_message,
-    delay_property,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, delay_property
 from pocketmq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 
 HOST = ("127.0.0.1", 10911)

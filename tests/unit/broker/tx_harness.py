@@ -19,7 +19,8 @@ from pocketmq.broker.transaction import (
     TransactionService,
 )
 from pocketmq.clock import FakeClock
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore, PutResult
 from pocketmq.store.config import StoreConfig
 

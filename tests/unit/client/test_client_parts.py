@@ -23,7 +23,8 @@ from pocketmq.client.producer import message, select_by_hash
 from pocketmq.client.pull import Subscription
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import ClientError
-from pocketmq.protocol.message import MessageExt, tags_code
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.properties import tags_code
 
 
 def queues(n: int, broker: str = "b") -> list[MessageQueue]:

@@ -16,13 +16,8 @@ from pocketmq.client.request_reply import (
 from pocketmq.clock import FakeClock
 from pocketmq.errors import ClientError
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    Message,
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    encode_properties,
-)
+from pocketmq.protocol.message import Message, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.properties import encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 

@@ -26,14 +26,9 @@ from pocketmq.client.transaction import (
 from pocketmq.errors import ClientError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    create_offset_msg_id,
-    decode_properties,
-    encode_record,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, create_offset_msg_id
+from pocketmq.protocol.properties import decode_properties
+from pocketmq.protocol.record_codec import encode_record
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 

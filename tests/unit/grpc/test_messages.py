@@ -12,14 +12,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from pocketmq.grpc.convert import SendLimits, to_message_ext
 from pocketmq.grpc.messages import MAX_INFLATED_BODY_BYTES, v2_message
 from pocketmq.grpc.v2 import definition_pb2 as pb
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    create_offset_msg_id,
-    decode_message,
-    encode_record,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, create_offset_msg_id
+from pocketmq.protocol.record_codec import decode_message, encode_record
 
 STORE_HOST = ("10.0.0.7", 10911)
 BORN_MS = 1_700_000_000_123

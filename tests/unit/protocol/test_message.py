@@ -13,29 +13,33 @@ from hypothesis import strategies as st
 from pocketmq.errors import ProtocolError
 from pocketmq.protocol.batch import decode_batch_body, encode_batch_body
 from pocketmq.protocol.message import (
+    Message,
+    MessageConst,
+    MessageExt,
+    SysFlag,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    delay_property,
+)
+from pocketmq.protocol.properties import (
+    decode_properties,
+    encode_properties,
+    java_string_hash,
+    java_string_hash_concat,
+    tags_code,
+)
+from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
-    Message,
-    MessageConst,
-    MessageExt,
     RecordError,
-    SysFlag,
     body_crc,
-    create_offset_msg_id,
     decode_message,
-    decode_offset_msg_id,
-    decode_properties,
     decode_record_info,
-    delay_property,
-    encode_properties,
     encode_record,
-    java_string_hash,
-    java_string_hash_concat,
     peek_record_size,
     record_length,
-    tags_code,
 )
 
 # --- properties ----------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.protocol import names
-from pocketmq.protocol.message import tags_code
 from pocketmq.protocol.names import (
     MATCH_ALL,
     TagExpression,
@@ -15,6 +14,7 @@ from pocketmq.protocol.names import (
     parse_tag_expression,
     topic_error,
 )
+from pocketmq.protocol.properties import tags_code
 
 CHARS = "allowing only ^[%|a-zA-Z0-9_-]+$"
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import message, native
+from pocketmq.protocol import batch, native, properties, pull_body, record_codec
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -48,30 +48,36 @@ def outcome(func: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, A
     return "returns", (type(result), result)
 
 
+# Each native function by the module of its reference.
+HOMES = {
+    "encode_properties": properties,
+    "decode_properties": properties,
+    "java_string_hash": properties,
+    "java_string_hash_concat": properties,
+    "encode_records": record_codec,
+    "place_records": record_codec,
+    "decode_batch_body": batch,
+    "decode_message": record_codec,
+    "decode_pull_body": pull_body,
+}
+
+
 def assert_same(name: str, *args: Any, **kwargs: Any) -> None:
-    reference = getattr(message, f"{name}_py")
+    reference = getattr(HOMES[name], f"{name}_py")
     assert outcome(getattr(speedups, name), *args, **kwargs) == outcome(reference, *args, **kwargs)
 
 
 def test_every_reference_is_registered() -> None:
     registered = speedups.REFERENCES
-    assert registered == {
-        name: getattr(message, f"{name}_py")
-        for name in (
-            "encode_properties",
-            "decode_properties",
-            "java_string_hash",
-            "java_string_hash_concat",
-        )
-    }
+    assert registered == {name: getattr(home, f"{name}_py") for name, home in HOMES.items()}
 
 
 def test_the_environment_picks_the_implementation() -> None:
     forced = os.environ.get(native.PURE_PYTHON_ENV, "") not in ("", "0")
     active = native.IMPLEMENTATION
     assert active == ("python" if forced else "native")
-    expected = message.java_string_hash_py if forced else speedups.java_string_hash
-    assert message.java_string_hash is expected
+    expected = properties.java_string_hash_py if forced else speedups.java_string_hash
+    assert properties.java_string_hash is expected
 
 
 @given(TEXT)
@@ -180,8 +186,8 @@ def test_without_the_extension_the_references_run(monkeypatch: pytest.MonkeyPatc
     boundary = _fresh_boundary("pocketmq_native_without_extension")
     assert boundary.IMPLEMENTATION == "python"
     assert boundary.DESCRIPTION.startswith("pure Python (pocketmq._speedups not built: ")
-    assert boundary.select("java_string_hash", message.java_string_hash_py) is (
-        message.java_string_hash_py
+    assert boundary.select("java_string_hash", properties.java_string_hash_py) is (
+        properties.java_string_hash_py
     )
 
 
@@ -193,12 +199,12 @@ def test_the_environment_variable(
     boundary = _fresh_boundary("pocketmq_native_env")
     active = boundary.IMPLEMENTATION
     assert active == expected
-    chosen = boundary.select("java_string_hash", message.java_string_hash_py)
+    chosen = boundary.select("java_string_hash", properties.java_string_hash_py)
     native_hash = speedups.java_string_hash
-    assert chosen is (native_hash if expected == "native" else message.java_string_hash_py)
+    assert chosen is (native_hash if expected == "native" else properties.java_string_hash_py)
 
 
 def test_a_stale_build_is_refused() -> None:
     boundary = _fresh_boundary("pocketmq_native_stale")
     with pytest.raises(ImportError, match="has no encode_record: rebuild it"):
-        boundary.select("encode_record", message.encode_record)
+        boundary.select("encode_record", record_codec.encode_record)

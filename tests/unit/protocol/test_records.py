@@ -10,13 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pocketmq.protocol.message import (
+from pocketmq.protocol.message import MessageExt, ReadableBuffer
+from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
     POS_BODY_CRC,
     POS_MAGIC,
     POS_PHY_OFFSET,
-    MessageExt,
-    ReadableBuffer,
     encode_record,
 )
 from pocketmq.protocol.records import MIN_RECORD_SIZE, RecordWalk, Stop

@@ -77,3 +77,28 @@ async def test_a_channel_without_handler_answers_only_normal_requests() -> None:
     assert [(c.opaque, c.code) for c in transport.commands()] == [
         (2, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
     ]
+
+
+async def test_frames_of_one_iteration_are_written_together_and_a_lone_one_at_once() -> None:
+    channel, transport = connected_channel(_dispatcher())
+    channel.data_received(_frame(OK, 1, oneway=False))
+    assert transport.writes == 1  # the first answer of an iteration waits for nothing
+    channel.data_received(b"".join(_frame(OK, opaque, oneway=False) for opaque in range(2, 7)))
+    assert transport.writes == 1  # held until the iteration ends
+    await asyncio.sleep(0)
+    assert transport.writes == 2
+    assert [cmd.opaque for cmd in transport.commands()] == [1, 2, 3, 4, 5, 6]
+
+    # A new iteration: at once again. A request is never held; it takes the held answer along.
+    channel.data_received(b"".join(_frame(OK, opaque, oneway=False) for opaque in (7, 8)))
+    assert transport.writes == 3
+    channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))
+    assert transport.writes == 4
+    assert [cmd.is_response for cmd in transport.commands()][-3:] == [True, True, False]
+
+    channel.data_received(_frame(OK, 9, oneway=False))  # the same iteration: held again
+    channel.data_received(_frame(OK, 10, oneway=False))
+    assert transport.writes == 4
+    channel.close()  # what is held still goes out, before the transport closes
+    assert transport.writes == 5 and transport.closed
+    assert [cmd.opaque for cmd in transport.commands() if cmd.is_response][-2:] == [9, 10]

@@ -2,12 +2,15 @@
 bytes, late ones get FLUSH_DISK_TIMEOUT, a failed sync fails them and stops the writes. A failed
 append stops them too (the fault hook), leaving nothing of itself behind.
 
-The CommitLog flush is wrapped so that a test can hold it (a gate) or make it fail."""
+The CommitLog flush is wrapped so that a test can hold it (a gate) or make it fail; to show the
+pipelining, SlowDisk holds each fdatasync of a CommitLog segment instead."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 
@@ -15,7 +18,8 @@ import pytest
 from store_helpers import StoreFactory, msg, put, put_batch, put_ok, read_queue
 
 from pocketmq.errors import StoreWriteError
-from pocketmq.protocol.message import MessageConst, decode_message
+from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetStatus, PutResult, PutStatus
@@ -121,6 +125,67 @@ def test_wait_false_put_does_not_wait_for_the_flush(
     probe.gate.set()
     assert put(store, msg()).status is PutStatus.PUT_OK
     assert store.commitlog.mfq.flushed_where >= result.next_offset
+
+
+class SlowDisk:
+    """Stands in for os.fdatasync: a sync of a CommitLog segment reports where the log ended
+    when it began, then waits for ``release`` before syncing for real. Other files pass."""
+
+    def __init__(self, store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.store = store
+        self.real = os.fdatasync
+        self.began: queue.Queue[int] = queue.Queue()  # the log's end at each sync's start
+        self.release: queue.Queue[None] = queue.Queue()
+        self.syncs = 0
+        monkeypatch.setattr(os, "fdatasync", self.fdatasync)
+
+    def fdatasync(self, fd: int) -> None:
+        if "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}"):
+            self.syncs += 1
+            self.began.put(self.store.max_phy_offset())
+            self.release.get(timeout=30)
+        self.real(fd)
+
+    async def next_sync(self) -> int:
+        return await asyncio.to_thread(self.began.get, True, 30)
+
+
+def test_puts_arriving_during_a_sync_are_covered_by_exactly_the_next_one(
+    open_small: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_small(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    disk = SlowDisk(store, monkeypatch)
+
+    async def main() -> None:
+        first = asyncio.create_task(store.put_message(msg(body=b"first")))
+        covered_by_first = await disk.next_sync()  # it began once "first" was written
+
+        # While it runs: five puts append and wait, and "late" appends but asks only later.
+        during = [asyncio.create_task(store.put_message(msg(body=b"%d" % i))) for i in range(5)]
+        await asyncio.sleep(0)  # each task appends, then waits for its flush
+        late_msgs = [msg(body=b"late")]
+        late_append = store.append(late_msgs)
+        assert not first.done()
+        disk.release.put(None)
+
+        assert (await first).status is PutStatus.PUT_OK
+        covered_by_second = await disk.next_sync()  # began at once: requests were waiting
+        assert not any(task.done() for task in during)
+        # "late" asks while the second sync runs; that sync covers it, so it needs no third.
+        late = asyncio.create_task(store.flushed(late_append, late_msgs))
+        await asyncio.sleep(0)
+        assert not late.done()
+        disk.release.put(None)
+
+        results = await asyncio.gather(*during, late)
+        assert [r.status for r in results] == [PutStatus.PUT_OK] * 6
+        assert covered_by_first == (await first).next_offset
+        assert covered_by_second == late_append.next_offset
+        assert all(r.next_offset <= covered_by_second for r in results)
+        assert store.commitlog.mfq.flushed_where == covered_by_second
+
+    asyncio.run(main())
+    assert disk.syncs == 2  # one per round, none for a put already covered
 
 
 def _write_position(store: MessageStore) -> tuple[int, int]:

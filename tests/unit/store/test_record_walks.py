@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from store_helpers import StoreFactory, msg, put_batch, put_ok, segment_paths
 
-from pocketmq.protocol.message import BLANK_MAGIC_CODE, POS_MAGIC, POS_PHY_OFFSET
+from pocketmq.protocol.record_codec import BLANK_MAGIC_CODE, POS_MAGIC, POS_PHY_OFFSET
 from pocketmq.store import MessageStore, PutResult
 from pocketmq.store.dispatch import DispatchRequest, ReputService
 from pocketmq.store.inspect import inspect_store

@@ -22,8 +22,9 @@ from store_helpers import (
 )
 
 from pocketmq.clock import FakeClock
-from pocketmq.protocol.message import SysFlag, decode_message
+from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import GetStatus, MessageStore, PutResult, PutStatus
 
 SEGMENT = 4096

@@ -20,16 +20,15 @@ from store_helpers import (
 
 from pocketmq.clock import FakeClock
 from pocketmq.errors import ProtocolError, StoreError
-from pocketmq.protocol.message import (
+from pocketmq.protocol.message import SysFlag, create_offset_msg_id
+from pocketmq.protocol.names import SCHEDULE_TOPIC
+from pocketmq.protocol.properties import tags_code
+from pocketmq.protocol.record_codec import (
     BLANK_MAGIC_CODE,
-    SysFlag,
-    create_offset_msg_id,
     decode_message,
     decode_record_info,
     peek_record_size,
-    tags_code,
 )
-from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import GetStatus, MessageStore, PutStatus, TagFilter
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.layout import is_offset_file_name

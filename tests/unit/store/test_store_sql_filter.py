@@ -10,12 +10,9 @@ from hypothesis import strategies as st
 from store_helpers import StoreFactory, msg, put_ok
 
 from pocketmq.filter import compile_sql92
-from pocketmq.protocol.message import (
-    MessageExt,
-    RecordError,
-    decode_properties,
-    encode_record,
-)
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.properties import decode_properties
+from pocketmq.protocol.record_codec import RecordError, encode_record
 from pocketmq.protocol.record_properties import RecordProperties
 from pocketmq.store import GetStatus, SqlFilter
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from pocketmq.broker.handlers.client_admin import CALL_CLIENT_TIMEOUT_S
 from pocketmq.broker.handlers.send import sent_message
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageConst, MessageExt, encode_properties
+from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.properties import encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 

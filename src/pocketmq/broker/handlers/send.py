@@ -12,13 +12,9 @@ from pocketmq.protocol.batch import decode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE
 from pocketmq.protocol.headers import get_bool, get_str
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    decode_properties,
-    host_to_bytes,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, host_to_bytes
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
 from pocketmq.store import PutResult

@@ -45,7 +45,7 @@ from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import MessageExt, decode_message
+from pocketmq.protocol.message import MessageExt
 from pocketmq.protocol.names import (
     PERM_READ,
     REVIVE_GROUP,
@@ -53,6 +53,7 @@ from pocketmq.protocol.names import (
     pop_retry_topic,
     revive_topic,
 )
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore
 from pocketmq.store.filter import MessageFilter
 from pocketmq.store.results import GetStatus, PutResult

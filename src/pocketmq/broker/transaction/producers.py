@@ -18,7 +18,8 @@ from typing import Protocol
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
-from pocketmq.protocol.message import MessageExt, encode_record
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.record_codec import encode_record
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel
 

@@ -51,13 +51,7 @@ from pocketmq.broker.transaction.producers import CheckRequest, ProducerRegistry
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    SysFlag,
-    decode_message,
-    delay_property,
-)
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, delay_property
 from pocketmq.protocol.names import (
     PERM_READ_WRITE,
     TRANS_CHECK_MAX_TIME_TOPIC,
@@ -65,6 +59,7 @@ from pocketmq.protocol.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import MessageStore, PutResult, PutStatus
 from pocketmq.tasks import cancel_and_wait, run_when_due
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Fuzzes pocketmq._speedups' read path with libFuzzer (clang, Debian's `clang` package):
+# builds the extension with -fsanitize=fuzzer-no-link,address,undefined into a temp copy of
+# the package, links fuzz_decode.c (which embeds CPython) against it, seeds the corpus with
+# good pull bodies and runs for SECONDS (default 120). Not part of `make test`.
+#   bash bench/fuzz/fuzz_native.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY="${PYTHON:-.venv/bin/python}"
+SECONDS_TO_RUN="${1:-120}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/lib" "$WORK/corpus"
+cp -r src/pocketmq "$WORK/lib/pocketmq"
+rm -f "$WORK"/lib/pocketmq/_speedups*.so
+SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -g -O1"
+CC=clang LDSHARED="clang -shared" CFLAGS="$SAN" LDFLAGS="-fsanitize=address,undefined" \
+    "$PY" setup.py -q build_ext --force --build-lib "$WORK/lib" --build-temp "$WORK/tmp" \
+    >"$WORK/build.log" 2>&1 || true
+ls "$WORK"/lib/pocketmq/_speedups*.so >/dev/null 2>&1 || { cat "$WORK/build.log"; exit 1; }
+CONFIG="$("$PY" -c 'import sysconfig, os; print(os.path.join(sysconfig.get_config_var("BINDIR"), "python3-config"))')"
+# shellcheck disable=SC2046
+clang -fsanitize=fuzzer,address,undefined -g -O1 bench/fuzz/fuzz_decode.c \
+    $("$CONFIG" --embed --cflags) $("$CONFIG" --embed --ldflags) -o "$WORK/fuzz_decode"
+PYTHONPATH="$WORK/lib" "$PY" - "$WORK/corpus" <<'PY'
+import pathlib, sys
+from pocketmq.protocol.message import MessageExt, encode_record
+out = pathlib.Path(sys.argv[1])
+msgs = [
+    MessageExt(topic="T", body=b"x" * 40, properties={"UNIQ_KEY": "U", "TAGS": "a"}),
+    MessageExt(topic="%RETRY%g", body=b"", properties={"RETRY_TOPIC": "T"}, phy_offset=77),
+    MessageExt(topic="T" * 200, body=b"\x78\x9c\x03\x00\x00\x00\x00\x01", sys_flag=1),
+    MessageExt(topic="v6", body=b"b", born_host=("::1", 9), store_host=("10.0.0.1", 10911)),
+]
+for i, m in enumerate(msgs):
+    (out / f"one{i}").write_bytes(bytes(encode_record(m)))
+(out / "all").write_bytes(b"".join(bytes(encode_record(m)) for m in msgs))
+PY
+# The site-packages of the venv are not needed: the harness imports pocketmq.protocol only.
+PYTHONPATH="$WORK/lib" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1 \
+    "$WORK/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -print_final_stats=1 \
+    "$WORK/corpus" 2>&1 | tail -25
+echo "fuzz_native: no finding in ${SECONDS_TO_RUN} s"

@@ -1,0 +1,520 @@
+/* The read path: CommitLog records into MessageExt objects (decode_message), and a whole
+ * PULL_MESSAGE body in one call (decode_pull_body). No I/O here.
+ *
+ * The fast path decodes what the hot path carries: a version 1 or 2 record with IPv4 hosts,
+ * no CRC check asked for, a body left as stored. Everything else goes to the reference
+ * registered under the function's name: input of another type, a record the fast path does
+ * not cover (IPv6 hosts, a compressed body to inflate, check_crc) and every record that fails
+ * a check. The fast path's checks are the reference's own, so any record the fast path takes
+ * is one the reference decodes, and a bad one gets the reference's exception; every length is
+ * checked against the bytes left before it is used, so no read leaves the buffer.
+ *
+ * MessageExt objects are built without running their dataclass __init__: allocated by their
+ * type and their slots filled through the offsets of the slot descriptors, read once from the
+ * class the reference builds (its module's global MessageExt). The class must have exactly the
+ * slots listed in MESSAGE_FIELDS; if not, the extension refuses to run rather than build
+ * incomplete objects.
+ */
+#include "speedups.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+#define MAGIC_V1 0xDAA320A7u
+#define MAGIC_V2 0xDAA320ABu
+#define MIN_RECORD_SIZE 91
+#define SYSFLAG_COMPRESSED 0x1
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOSTADDRESS_V6 0x20
+/* IPv4 hosts: the body length field ends here. */
+#define POS_BODY 88
+
+enum field {
+    F_TOPIC, F_BODY, F_QUEUE_ID, F_FLAG, F_PROPERTIES, F_SYS_FLAG, F_BORN_TIMESTAMP,
+    F_BORN_HOST, F_STORE_HOST, F_RECONSUME_TIMES, F_PREPARED_TRANSACTION_OFFSET,
+    F_STORE_TIMESTAMP, F_QUEUE_OFFSET, F_PHY_OFFSET, F_STORE_SIZE, F_BODY_CRC, F_MSG_ID,
+    F_COUNT
+};
+
+static const char *const MESSAGE_FIELDS[F_COUNT] = {
+    "topic", "body", "queue_id", "flag", "properties", "sys_flag", "born_timestamp",
+    "born_host", "store_host", "reconsume_times", "prepared_transaction_offset",
+    "store_timestamp", "queue_offset", "phy_offset", "store_size", "body_crc", "msg_id",
+};
+
+/* The MessageExt class and its slots' offsets; strong references for the process's life. */
+static PyTypeObject *message_type;
+static Py_ssize_t slot_offset[F_COUNT];
+static PyObject *str_uniq_key, *str_retry_topic;
+
+#define SLOT(obj, f) (*(PyObject **)((char *)(obj) + slot_offset[f]))
+
+static int
+bind_message_type(void)
+{
+    if (message_type != NULL) {
+        return 0;
+    }
+    PyObject *ref = PyDict_GetItemString(pmq_references(), "decode_message");
+    if (ref == NULL || !PyFunction_Check(ref)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pocketmq._speedups: no reference implementation registered for "
+                        "decode_message");
+        return -1;
+    }
+    PyObject *cls = PyDict_GetItemString(PyFunction_GetGlobals(ref), "MessageExt");
+    if (cls == NULL || !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pocketmq._speedups: decode_message's module has no MessageExt class");
+        return -1;
+    }
+    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
+    if (fields == NULL) {
+        return -1;
+    }
+    Py_ssize_t nfields = PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
+    Py_DECREF(fields);
+    if (nfields != F_COUNT) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "pocketmq._speedups: MessageExt has %zd fields, the extension knows %d: "
+                     "rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
+                     nfields, F_COUNT);
+        return -1;
+    }
+    for (int f = 0; f < F_COUNT; f++) {
+        PyObject *descr = PyObject_GetAttrString(cls, MESSAGE_FIELDS[f]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
+                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            slot_offset[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "pocketmq._speedups: MessageExt.%s is not a writable slot",
+                         MESSAGE_FIELDS[f]);
+            return -1;
+        }
+    }
+    str_uniq_key = PyUnicode_InternFromString("UNIQ_KEY");
+    str_retry_topic = PyUnicode_InternFromString("RETRY_TOPIC");
+    if (str_uniq_key == NULL || str_retry_topic == NULL) {
+        return -1;
+    }
+    Py_INCREF(cls);
+    message_type = (PyTypeObject *)cls;
+    return 0;
+}
+
+static inline uint32_t
+be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
+}
+
+/* Values repeated across the records of one body: the topic and the two hosts. */
+struct repeats {
+    PyObject *topic;
+    unsigned char topic_raw[64];
+    Py_ssize_t topic_len;
+    PyObject *host[2];
+    unsigned char host_raw[2][8];
+};
+
+static void
+repeats_clear(struct repeats *r)
+{
+    Py_CLEAR(r->topic);
+    Py_CLEAR(r->host[0]);
+    Py_CLEAR(r->host[1]);
+}
+
+/* A new reference to ("a.b.c.d", port) for the 8 bytes at raw. */
+static PyObject *
+ipv4_host(struct repeats *r, int which, const unsigned char *raw)
+{
+    if (r->host[which] == NULL || memcmp(r->host_raw[which], raw, 8) != 0) {
+        PyObject *port = PyLong_FromUnsignedLong(be32(raw + 4));
+        if (port == NULL) {
+            return NULL;
+        }
+        PyObject *host = PyUnicode_FromFormat("%u.%u.%u.%u", raw[0], raw[1], raw[2], raw[3]);
+        if (host == NULL) {
+            Py_DECREF(port);
+            return NULL;
+        }
+        PyObject *pair = PyTuple_Pack(2, host, port);
+        Py_DECREF(host);
+        Py_DECREF(port);
+        if (pair == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(r->host[which], pair);
+        memcpy(r->host_raw[which], raw, 8);
+    }
+    return Py_NewRef(r->host[which]);
+}
+
+static PyObject *
+topic_str(struct repeats *r, const unsigned char *raw, Py_ssize_t len)
+{
+    if (r->topic != NULL && r->topic_len == len && memcmp(r->topic_raw, raw, (size_t)len) == 0) {
+        return Py_NewRef(r->topic);
+    }
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+    if (topic == NULL) {
+        return NULL;
+    }
+    if (len <= (Py_ssize_t)sizeof(r->topic_raw)) {
+        Py_XSETREF(r->topic, Py_NewRef(topic));
+        memcpy(r->topic_raw, raw, (size_t)len);
+        r->topic_len = len;
+    }
+    return topic;
+}
+
+/* The offset message id: store host (8 bytes) and PHYSICALOFFSET (8), upper-case hex. */
+static PyObject *
+offset_msg_id(const unsigned char *store_host, const unsigned char *phy_offset)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    PyObject *id = PyUnicode_New(32, 127);
+    if (id == NULL) {
+        return NULL;
+    }
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(id);
+    for (int i = 0; i < 16; i++) {
+        unsigned char b = i < 8 ? store_host[i] : phy_offset[i - 8];
+        out[2 * i] = (Py_UCS1)hex[b >> 4];
+        out[2 * i + 1] = (Py_UCS1)hex[b & 0xF];
+    }
+    return id;
+}
+
+/* Decodes the record filling rec[0..limit). Returns a new MessageExt; or NULL with an
+ * exception set; or NULL with none set when the record is off the fast path (the caller asks
+ * the reference). */
+static PyObject *
+decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int inflate_body)
+{
+    if (limit < 8) {
+        return NULL;
+    }
+    int64_t total = (int32_t)be32(rec);
+    uint32_t magic = be32(rec + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit) {
+        return NULL;
+    }
+    int32_t sys_flag = (int32_t)be32(rec + 36);
+    if (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOSTADDRESS_V6)) {
+        return NULL;
+    }
+    if (inflate_body && (sys_flag & SYSFLAG_COMPRESSED)) {
+        return NULL;
+    }
+    int64_t body_len = (int32_t)be32(rec + 84);
+    int64_t p = POS_BODY;
+    if (body_len < 0 || p + body_len > total) {
+        return NULL;
+    }
+    const unsigned char *body = rec + p;
+    p += body_len;
+    int64_t topic_len;
+    if (magic == MAGIC_V1) {
+        if (p + 1 > total) {
+            return NULL;
+        }
+        topic_len = rec[p];
+        p += 1;
+    }
+    else {
+        if (p + 2 > total) {
+            return NULL;
+        }
+        topic_len = ((int64_t)rec[p] << 8) | rec[p + 1];
+        p += 2;
+    }
+    if (p + topic_len + 2 > total) {
+        return NULL;
+    }
+    const unsigned char *topic_raw = rec + p;
+    p += topic_len;
+    int64_t props_len = (int16_t)(((unsigned)rec[p] << 8) | rec[p + 1]);
+    p += 2;
+    if (props_len < 0 || p + props_len != total) {
+        return NULL;
+    }
+    const unsigned char *props_raw = rec + p;
+
+    PyObject *msg = message_type->tp_alloc(message_type, 0);
+    if (msg == NULL) {
+        return NULL;
+    }
+    /* Each slot owns what is stored in it; a failure leaves the rest NULL, which the
+     * object's dealloc skips. */
+#define SET(f, expr)                                                                       \
+    do {                                                                                   \
+        PyObject *value_ = (expr);                                                         \
+        if (value_ == NULL) {                                                              \
+            goto fail;                                                                     \
+        }                                                                                  \
+        SLOT(msg, f) = value_;                                                             \
+    } while (0)
+    SET(F_TOPIC, topic_str(r, topic_raw, (Py_ssize_t)topic_len));
+    SET(F_BODY, PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len));
+    SET(F_QUEUE_ID, PyLong_FromLong((int32_t)be32(rec + 12)));
+    SET(F_FLAG, PyLong_FromLong((int32_t)be32(rec + 16)));
+    if (props_len == 0) {
+        SET(F_PROPERTIES, PyDict_New());
+    }
+    else {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)props_raw, (Py_ssize_t)props_len,
+                                              "replace");
+        if (text == NULL) {
+            goto fail;
+        }
+        PyObject *props = pmq_decode_properties(NULL, &text, 1, NULL);
+        Py_DECREF(text);
+        SET(F_PROPERTIES, props);
+    }
+    SET(F_SYS_FLAG, PyLong_FromLong(sys_flag));
+    SET(F_BORN_TIMESTAMP, PyLong_FromLongLong(be64(rec + 40)));
+    SET(F_BORN_HOST, ipv4_host(r, 0, rec + 48));
+    SET(F_STORE_HOST, ipv4_host(r, 1, rec + 64));
+    SET(F_RECONSUME_TIMES, PyLong_FromLong((int32_t)be32(rec + 72)));
+    SET(F_PREPARED_TRANSACTION_OFFSET, PyLong_FromLongLong(be64(rec + 76)));
+    SET(F_STORE_TIMESTAMP, PyLong_FromLongLong(be64(rec + 56)));
+    SET(F_QUEUE_OFFSET, PyLong_FromLongLong(be64(rec + 20)));
+    SET(F_PHY_OFFSET, PyLong_FromLongLong(be64(rec + 28)));
+    SET(F_STORE_SIZE, PyLong_FromLongLong(total));
+    SET(F_BODY_CRC, PyLong_FromLong((int32_t)be32(rec + 8)));
+    SET(F_MSG_ID, offset_msg_id(rec + 64, rec + 28));
+#undef SET
+    return msg;
+fail:
+    Py_DECREF(msg);
+    return NULL;
+}
+
+/* A readable buffer of plain bytes when obj is a type whose len() and slices count bytes as
+ * the reference does: 1; 0 when it is not (no exception); -1 when MessageExt cannot be bound
+ * (an exception set). */
+static int
+fast_buffer(PyObject *obj, Py_buffer *view)
+{
+    if (bind_message_type() < 0) {
+        return -1;
+    }
+    if (!PyBytes_CheckExact(obj) && !PyByteArray_CheckExact(obj)) {
+        if (!PyMemoryView_Check(obj)) {
+            return 0;
+        }
+        Py_buffer *mv = PyMemoryView_GET_BUFFER(obj);
+        /* PyBUF_SIMPLE below refuses a view that is not contiguous. */
+        if (mv->ndim != 1 || mv->itemsize != 1 || mv->format == NULL
+            || strcmp(mv->format, "B") != 0) {
+            return 0;
+        }
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+        /* A released memoryview: the reference raises its own error for it. */
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+PyObject *
+pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
+{
+    (void)module;
+    /* decode_message(buf, pos=0, check_crc=False, *, inflate_body=False) */
+    PyObject *pos_obj = NULL, *crc_obj = Py_False, *inflate_obj = Py_False;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs < 1 || nargs > 3) {
+        goto reference;
+    }
+    if (nargs >= 2) {
+        pos_obj = args[1];
+    }
+    if (nargs == 3) {
+        crc_obj = args[2];
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(name, "inflate_body") == 0) {
+            inflate_obj = args[nargs + i];
+        }
+        else if (nargs < 2 && PyUnicode_CompareWithASCIIString(name, "pos") == 0) {
+            pos_obj = args[nargs + i];
+        }
+        else if (nargs < 3 && PyUnicode_CompareWithASCIIString(name, "check_crc") == 0) {
+            crc_obj = args[nargs + i];
+        }
+        else {
+            goto reference;
+        }
+    }
+    if (crc_obj != Py_False || (inflate_obj != Py_False && inflate_obj != Py_True)) {
+        goto reference;
+    }
+    Py_ssize_t pos = 0;
+    if (pos_obj != NULL) {
+        if (!PyLong_CheckExact(pos_obj)) {
+            goto reference;
+        }
+        pos = PyLong_AsSsize_t(pos_obj);
+        if (pos == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto reference;
+        }
+    }
+    Py_buffer view;
+    int got = fast_buffer(args[0], &view);
+    if (got <= 0) {
+        if (got < 0) {
+            return NULL;
+        }
+        goto reference;
+    }
+    PyObject *msg = NULL;
+    if (pos >= 0 && pos <= view.len) {
+        struct repeats r = {0};
+        msg = decode_record(&r, (const unsigned char *)view.buf + pos, view.len - pos,
+                            inflate_obj == Py_True);
+        repeats_clear(&r);
+    }
+    PyBuffer_Release(&view);
+    if (msg != NULL || PyErr_Occurred()) {
+        return msg;
+    }
+reference:
+    return pmq_call_reference("decode_message", args, nargs, kwnames);
+}
+
+/* The reference's decode_message(record, inflate_body=True) for one record of a body. */
+static PyObject *
+decode_by_reference(const unsigned char *rec, Py_ssize_t size)
+{
+    static PyObject *kwnames;
+    if (kwnames == NULL) {
+        kwnames = Py_BuildValue("(s)", "inflate_body");
+        if (kwnames == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *record = PyBytes_FromStringAndSize((const char *)rec, size);
+    if (record == NULL) {
+        return NULL;
+    }
+    PyObject *call_args[2] = {record, Py_True};
+    PyObject *msg = pmq_call_reference("decode_message", call_args, 1, kwnames);
+    Py_DECREF(record);
+    if (msg != NULL && !Py_IS_TYPE(msg, message_type)) {
+        Py_DECREF(msg);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pocketmq._speedups: decode_message's reference returned no MessageExt");
+        return NULL;
+    }
+    return msg;
+}
+
+/* Replaces the slot with props[name] when that is present and true, as `props.get(name) or`
+ * reads. Returns 0, or -1 with an exception set. */
+static int
+take_true_property(PyObject *msg, enum field f, PyObject *props, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(props, name);
+    if (value == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int truthy = PyObject_IsTrue(value);
+    if (truthy > 0) {
+        Py_XSETREF(SLOT(msg, f), Py_NewRef(value));
+    }
+    return truthy < 0 ? -1 : 0;
+}
+
+/* What a consumer sees: the UNIQ_KEY as the id, and the first topic of a retried message. */
+static int
+as_consumer_sees(PyObject *msg, int restore_retry_topic)
+{
+    PyObject *props = SLOT(msg, F_PROPERTIES);
+    if (props == NULL || !PyDict_Check(props)) {
+        return 0;
+    }
+    if (take_true_property(msg, F_MSG_ID, props, str_uniq_key) < 0) {
+        return -1;
+    }
+    if (restore_retry_topic && take_true_property(msg, F_TOPIC, props, str_retry_topic) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *
+pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames)
+{
+    (void)module;
+    if (kwnames != NULL || nargs != 2 || (args[1] != Py_True && args[1] != Py_False)) {
+        return pmq_call_reference("decode_pull_body", args, nargs, kwnames);
+    }
+    Py_buffer view;
+    int got = fast_buffer(args[0], &view);
+    if (got <= 0) {
+        return got < 0 ? NULL : pmq_call_reference("decode_pull_body", args, nargs, kwnames);
+    }
+    int restore = args[1] == Py_True;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t len = view.len;
+    struct repeats r = {0};
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t pos = 0; pos < len;) {
+        int64_t size = len - pos >= 4 ? (int32_t)be32(buf + pos) : -1;
+        if (size <= 0 || size > len - pos) {
+            /* The reference raises for this body, with its message. */
+            Py_CLEAR(out);
+            PyBuffer_Release(&view);
+            repeats_clear(&r);
+            return pmq_call_reference("decode_pull_body", args, nargs, kwnames);
+        }
+        PyObject *msg = decode_record(&r, buf + pos, (Py_ssize_t)size, 1);
+        if (msg == NULL && !PyErr_Occurred()) {
+            msg = decode_by_reference(buf + pos, (Py_ssize_t)size);
+        }
+        if (msg == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        int rc = as_consumer_sees(msg, restore);
+        if (rc == 0) {
+            rc = PyList_Append(out, msg);
+        }
+        Py_DECREF(msg);
+        if (rc < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        pos += (Py_ssize_t)size;
+    }
+done:
+    PyBuffer_Release(&view);
+    repeats_clear(&r);
+    return out;
+}

@@ -1,0 +1,473 @@
+/* A put's CommitLog records: encode_records and place_records (pocketmq.protocol.record_codec),
+ * and the body CRC. No I/O here.
+ *
+ * Both functions first check everything they read and fall back to the reference, with no
+ * side effect, on anything off their fast path: an argument of another type, a born host not
+ * yet in the cache, a message the reference refuses (too large, bad Unicode, a field out of
+ * range). The reference then raises the error, or does the unusual thing, so both sides fail
+ * alike. Only what passed the checks is written, and place_records writes nothing outside
+ * [pos, pos + len(data)) of the buffer it was handed.
+ */
+#include "speedups.h"
+
+#include <string.h>
+
+#define MAGIC_V1 0xDAA320A7u
+#define MAGIC_V2 0xDAA320ABu
+#define BORNHOST_V6 0x10
+#define STOREHOSTADDRESS_V6 0x20
+#define MAX_PROPERTIES_LENGTH 32767
+#define MAX_TOPIC_LENGTH_V1 127
+#define MAX_TOPIC_LENGTH 32767
+#define POS_QUEUE_OFFSET 20
+#define POS_SYS_FLAG 36
+#define POS_BORN_HOST 48
+/* TOTALSIZE .. BORNTIMESTAMP, STORETIMESTAMP, RECONSUMETIMES, PREPARED OFFSET, BODY LENGTH:
+   the fixed fields around the two hosts. */
+#define FIXED_FIELDS (48 + 8 + 4 + 8 + 4)
+/* The shortest record place_records reads: up to an IPv4 born host and the store timestamp. */
+#define MIN_PLACED (POS_BORN_HOST + 8 + 8)
+
+/* --- CRC32, slicing by 8 (the polynomial and bit order of zlib.crc32) ------------------- */
+
+static uint32_t crc_table[8][256];
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        }
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        for (int t = 1; t < 8; t++) {
+            uint32_t prev = crc_table[t - 1][i];
+            crc_table[t][i] = crc_table[0][prev & 0xFF] ^ (prev >> 8);
+        }
+    }
+}
+
+uint32_t
+pmq_crc32(const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        /* Byte by byte into the two words, so neither alignment nor endianness matters. */
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                           | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                      | (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF]
+            ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24]
+            ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
+            ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) {
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* --- big-endian writes and reads ---------------------------------------------------------- */
+
+static unsigned char *
+put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+    return p + 4;
+}
+
+static unsigned char *
+put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    return put32(p + 4, (uint32_t)v);
+}
+
+static int32_t
+get32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* --- attribute names ------------------------------------------------------------------------ */
+
+enum {
+    A_BODY, A_PROPERTIES, A_TOPIC, A_BORN_HOST, A_SYS_FLAG, A_QUEUE_ID, A_FLAG,
+    A_BORN_TIMESTAMP, A_RECONSUME_TIMES, A_PREPARED, A_COUNT
+};
+static const char *const attr_names[A_COUNT] = {
+    "body", "properties", "topic", "born_host", "sys_flag", "queue_id", "flag",
+    "born_timestamp", "reconsume_times", "prepared_transaction_offset",
+};
+/* Interned for the life of the process, like the module. */
+static PyObject *attrs[A_COUNT];
+
+int
+pmq_records_init(void)
+{
+    crc_init();
+    for (int i = 0; i < A_COUNT; i++) {
+        if (attrs[i] == NULL && (attrs[i] = PyUnicode_InternFromString(attr_names[i])) == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- encode_records -------------------------------------------------------------------- */
+
+/* One message checked and measured; the objects are strong references. */
+typedef struct {
+    PyObject *body;       /* exact bytes */
+    PyObject *topic;      /* exact str, its UTF-8 cached in it */
+    PyObject *props_text; /* exact str */
+    PyObject *born;       /* exact bytes of 8 or 20 */
+    const char *topic_utf8, *props_utf8;
+    Py_ssize_t topic_len, props_len, size;
+    int32_t queue_id, flag, sys_flag, reconsume_times;
+    uint64_t born_timestamp;
+    int64_t prepared;
+} Encoding;
+
+static void
+encoding_clear(Encoding *e)
+{
+    Py_CLEAR(e->body);
+    Py_CLEAR(e->topic);
+    Py_CLEAR(e->props_text);
+    Py_CLEAR(e->born);
+}
+
+/* An exact int in [lo, hi] into *out: 1, or 0 when it is off the fast path (any error
+   cleared: the reference reports it). */
+static int
+long_in(PyObject *v, long long lo, long long hi, long long *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()) || x < lo || x > hi) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Steals nothing; returns 1 with *e filled (strong references), or 0 when msg is off the fast
+   path (e holds what it took so far, for encoding_clear), or -1 on a real error. */
+static int
+encoding_check(Encoding *e, PyObject *msg, PyObject *hosts, Py_ssize_t max_body,
+               Py_ssize_t max_record, Py_ssize_t store_len)
+{
+    PyObject *v[A_COUNT] = {NULL};
+    int ok = 0;
+    for (int i = 0; i < A_COUNT; i++) {
+        v[i] = PyObject_GetAttr(msg, attrs[i]);
+        if (v[i] == NULL) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    if (!PyBytes_CheckExact(v[A_BODY]) || PyBytes_GET_SIZE(v[A_BODY]) > max_body
+        || !PyUnicode_CheckExact(v[A_TOPIC])) {
+        goto done;
+    }
+    e->body = Py_NewRef(v[A_BODY]);
+    e->props_text = pmq_properties_text(v[A_PROPERTIES]);
+    if (e->props_text == NULL) {
+        ok = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    e->props_utf8 = PyUnicode_AsUTF8AndSize(e->props_text, &e->props_len);
+    if (e->props_utf8 == NULL || e->props_len > MAX_PROPERTIES_LENGTH) {
+        PyErr_Clear();
+        goto done;
+    }
+    e->topic = Py_NewRef(v[A_TOPIC]);
+    e->topic_utf8 = PyUnicode_AsUTF8AndSize(e->topic, &e->topic_len);
+    if (e->topic_utf8 == NULL || e->topic_len == 0 || e->topic_len > MAX_TOPIC_LENGTH) {
+        PyErr_Clear();
+        goto done;
+    }
+    PyObject *born = PyDict_GetItemWithError(hosts, v[A_BORN_HOST]);
+    if (born == NULL || !PyBytes_CheckExact(born)
+        || (PyBytes_GET_SIZE(born) != 8 && PyBytes_GET_SIZE(born) != 20)) {
+        PyErr_Clear();
+        goto done;
+    }
+    e->born = Py_NewRef(born);
+    long long queue_id, flag, sys_flag, reconsume, prepared;
+    if (!long_in(v[A_QUEUE_ID], INT32_MIN, INT32_MAX, &queue_id)
+        || !long_in(v[A_FLAG], INT32_MIN, INT32_MAX, &flag)
+        || !long_in(v[A_SYS_FLAG], LLONG_MIN, LLONG_MAX, &sys_flag)
+        || !long_in(v[A_RECONSUME_TIMES], INT32_MIN, INT32_MAX, &reconsume)
+        || !long_in(v[A_PREPARED], LLONG_MIN, LLONG_MAX, &prepared)
+        || !PyLong_CheckExact(v[A_BORN_TIMESTAMP])) {
+        goto done;
+    }
+    /* The IPv6 bits are the hosts' to set; the rest must fit the signed 32-bit field. */
+    sys_flag &= ~(long long)(BORNHOST_V6 | STOREHOSTADDRESS_V6);
+    if (sys_flag < INT32_MIN || sys_flag > INT32_MAX) {
+        goto done;
+    }
+    unsigned long long born_ts = PyLong_AsUnsignedLongLong(v[A_BORN_TIMESTAMP]);
+    if (born_ts == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto done;
+    }
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born);
+    e->queue_id = (int32_t)queue_id;
+    e->flag = (int32_t)flag;
+    e->sys_flag = (int32_t)sys_flag | (born_len == 20 ? BORNHOST_V6 : 0)
+                  | (store_len == 20 ? STOREHOSTADDRESS_V6 : 0);
+    e->reconsume_times = (int32_t)reconsume;
+    e->prepared = (int64_t)prepared;
+    e->born_timestamp = (uint64_t)born_ts;
+    /* No overflow: the body is at most max_body, the other parts are a few KiB at most. */
+    e->size = FIXED_FIELDS + born_len + store_len + PyBytes_GET_SIZE(e->body)
+              + (e->topic_len <= MAX_TOPIC_LENGTH_V1 ? 1 : 2) + e->topic_len + 2 + e->props_len;
+    ok = e->size <= max_record && e->size <= INT32_MAX;
+done:
+    for (int i = 0; i < A_COUNT; i++) {
+        Py_XDECREF(v[i]);
+    }
+    return ok;
+}
+
+static unsigned char *
+encoding_write(const Encoding *e, unsigned char *p, const char *store_host, Py_ssize_t store_len)
+{
+    const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(e->body);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(e->body), born_len = PyBytes_GET_SIZE(e->born);
+    int v1 = e->topic_len <= MAX_TOPIC_LENGTH_V1;
+    p = put32(p, (uint32_t)e->size);
+    p = put32(p, v1 ? MAGIC_V1 : MAGIC_V2);
+    p = put32(p, pmq_crc32(body, body_len) & 0x7FFFFFFFu);
+    p = put32(p, (uint32_t)e->queue_id);
+    p = put32(p, (uint32_t)e->flag);
+    p = put64(p, 0); /* QUEUEOFFSET, PHYSICALOFFSET: place_records' */
+    p = put64(p, 0);
+    p = put32(p, (uint32_t)e->sys_flag);
+    p = put64(p, e->born_timestamp);
+    memcpy(p, PyBytes_AS_STRING(e->born), (size_t)born_len);
+    p += born_len;
+    p = put64(p, 0); /* STORETIMESTAMP: place_records' */
+    memcpy(p, store_host, (size_t)store_len);
+    p += store_len;
+    p = put32(p, (uint32_t)e->reconsume_times);
+    p = put64(p, (uint64_t)e->prepared);
+    p = put32(p, (uint32_t)body_len);
+    memcpy(p, body, (size_t)body_len);
+    p += body_len;
+    if (v1) {
+        *p++ = (unsigned char)e->topic_len;
+    } else {
+        *p++ = (unsigned char)(e->topic_len >> 8);
+        *p++ = (unsigned char)e->topic_len;
+    }
+    memcpy(p, e->topic_utf8, (size_t)e->topic_len);
+    p += e->topic_len;
+    *p++ = (unsigned char)(e->props_len >> 8);
+    *p++ = (unsigned char)e->props_len;
+    memcpy(p, e->props_utf8, (size_t)e->props_len);
+    return p + e->props_len;
+}
+
+PyObject *
+pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
+{
+    (void)module;
+    if (kwnames != NULL || nargs != 5 || !PyList_CheckExact(args[0])
+        || !PyBytes_CheckExact(args[1]) || !PyDict_CheckExact(args[2])
+        || !PyLong_CheckExact(args[3]) || !PyLong_CheckExact(args[4])) {
+        return pmq_call_reference("encode_records", args, nargs, kwnames);
+    }
+    Py_ssize_t store_len = PyBytes_GET_SIZE(args[1]);
+    Py_ssize_t max_body = PyLong_AsSsize_t(args[3]), max_record = PyLong_AsSsize_t(args[4]);
+    if ((max_body == -1 || max_record == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        return pmq_call_reference("encode_records", args, nargs, kwnames);
+    }
+    if (store_len != 8 && store_len != 20) {
+        return pmq_call_reference("encode_records", args, nargs, kwnames);
+    }
+    /* A tuple copy: attribute lookups could, in principle, run code that changes the list. */
+    PyObject *msgs = PyList_AsTuple(args[0]);
+    if (msgs == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(msgs), total = 0, i;
+    Encoding *enc = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Encoding));
+    PyObject *data = NULL, *sizes = NULL, *flags = NULL, *result = NULL;
+    int fallback = 0;
+    if (enc == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        int ok = encoding_check(&enc[i], PyTuple_GET_ITEM(msgs, i), args[2], max_body,
+                                max_record, store_len);
+        if (ok < 0) {
+            goto done;
+        }
+        if (ok == 0 || enc[i].size > PY_SSIZE_T_MAX - total) {
+            fallback = 1;
+            goto done;
+        }
+        total += enc[i].size;
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    sizes = PyList_New(n);
+    flags = PyList_New(n);
+    if (data == NULL || sizes == NULL || flags == NULL) {
+        goto done;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(data);
+    const char *store_host = PyBytes_AS_STRING(args[1]);
+    for (i = 0; i < n; i++) {
+        PyObject *size = PyLong_FromSsize_t(enc[i].size);
+        if (size == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(sizes, i, size);
+        PyObject *flag = PyLong_FromLong(enc[i].sys_flag);
+        if (flag == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(flags, i, flag);
+        p = encoding_write(&enc[i], p, store_host, store_len);
+    }
+    result = PyTuple_Pack(3, data, sizes, flags);
+done:
+    if (enc != NULL) {
+        for (i = 0; i < n; i++) {
+            encoding_clear(&enc[i]);
+        }
+        PyMem_Free(enc);
+    }
+    Py_DECREF(msgs);
+    Py_XDECREF(data);
+    Py_XDECREF(sizes);
+    Py_XDECREF(flags);
+    if (fallback) {
+        return pmq_call_reference("encode_records", args, nargs, kwnames);
+    }
+    return result;
+}
+
+/* --- place_records --------------------------------------------------------------------- */
+
+/* An exact int that fits a signed 64-bit field into *out: 1, or 0 (error cleared). */
+static int
+int64_of(PyObject *v, int64_t *out)
+{
+    long long x;
+    if (!long_in(v, LLONG_MIN, LLONG_MAX, &x)) {
+        return 0;
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+PyObject *
+pmq_place_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames)
+{
+    (void)module;
+    int64_t pos, phy, store_ts;
+    if (kwnames != NULL || nargs != 6 || !PyBytes_CheckExact(args[2])
+        || !PyList_CheckExact(args[5]) || !int64_of(args[1], &pos) || !int64_of(args[3], &phy)
+        || !int64_of(args[4], &store_ts)) {
+        return pmq_call_reference("place_records", args, nargs, kwnames);
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[2]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[2]), count = PyList_GET_SIZE(args[5]);
+    /* Copied first: nothing below may run Python code, but the list is the caller's. */
+    int64_t *qos = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(int64_t));
+    Py_ssize_t *starts = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *ts_pos = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(Py_ssize_t));
+    Py_buffer view = {0};
+    int have_view = 0, fallback = 1;
+    PyObject *result = NULL;
+    if (qos == NULL || starts == NULL || ts_pos == NULL) {
+        PyErr_NoMemory();
+        fallback = 0;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!int64_of(PyList_GET_ITEM(args[5], i), &qos[i])) {
+            goto done;
+        }
+    }
+    /* The walk the reference makes: exactly `count` records, each long enough to hold the
+       fields patched below. */
+    Py_ssize_t p = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (n - p < MIN_PLACED) {
+            goto done;
+        }
+        int32_t size = get32(data + p);
+        Py_ssize_t born_len = (get32(data + p + POS_SYS_FLAG) & BORNHOST_V6) ? 20 : 8;
+        if (size < POS_BORN_HOST + born_len + 8 || size > n - p) {
+            goto done;
+        }
+        starts[i] = p;
+        ts_pos[i] = POS_BORN_HOST + born_len;
+        p += size;
+    }
+    if (p != n || count == 0 || phy > INT64_MAX - (int64_t)n) {
+        goto done;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    have_view = 1;
+    /* The reference bounds the write by len(buf): the two must agree (a buffer of wider
+       items, or a multi-dimensional one, is left to it). */
+    Py_ssize_t length = PyObject_Length(args[0]);
+    if (length < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    if (view.len != length || view.readonly || pos < 0 || pos > (int64_t)view.len
+        || n > view.len - (Py_ssize_t)pos) {
+        goto done;
+    }
+    fallback = 0;
+    unsigned char *dst = (unsigned char *)view.buf + pos;
+    memcpy(dst + 4, data + 4, (size_t)(n - 4));
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned char *rec = dst + starts[i];
+        put64(rec + POS_QUEUE_OFFSET, (uint64_t)qos[i]);
+        put64(rec + POS_QUEUE_OFFSET + 8, (uint64_t)(phy + (int64_t)starts[i]));
+        put64(rec + ts_pos[i], (uint64_t)store_ts);
+    }
+    /* The first record's size last: see the reference. */
+    memcpy(dst, data, 4);
+    result = Py_NewRef(Py_None);
+done:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    PyMem_Free(qos);
+    PyMem_Free(starts);
+    PyMem_Free(ts_pos);
+    if (fallback) {
+        return pmq_call_reference("place_records", args, nargs, kwnames);
+    }
+    return result;
+}
