@@ -21,7 +21,8 @@ from pocketmq.client import Producer
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import PullSysFlag, decode_message
+from pocketmq.protocol.message import PullSysFlag
+from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
 
 __all__ = [
