@@ -54,6 +54,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/sql_filter_bench.py
 	$(BIN)/python bench/transaction_bench.py
 	$(BIN)/python bench/ha_bench.py
+	$(BIN)/python bench/failover_bench.py
 	$(BIN)/python bench/spark_bench.py
 	$(BIN)/python bench/fuzz_edges.py
 	$(BIN)/python bench/peers_bench.py

@@ -10,12 +10,18 @@ The role decides the duties. A master runs the services that write (delay levels
 POP revives, transaction checks) and its endpoints for 5.x clients; a slave runs none of
 them and copies its master's metadata instead (``slave_sync``). Each set starts and stops
 with one method, so that a role change is a stop of one and a start of the other.
+
+The current role is ``store.role``, the one place every reader asks; ``config.store.
+broker_role`` is the configured one. With ``failoverZkAddress`` set, the broker starts as a
+slave that follows nobody, and a ``FailoverCoordinator`` decides its role through
+``role_switch.RoleSwitch``; the coordinator's fence gates every write (``store.write_fence``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import zlib
@@ -24,12 +30,14 @@ from typing import Protocol
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
+from pocketmq.broker.failover import FailoverCoordinator, FailoverError, FailoverSettings
 from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
 from pocketmq.broker.pull_hold import PullHold
+from pocketmq.broker.role_switch import RoleSwitch
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -43,6 +51,7 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
 from pocketmq.store import MessageStore
+from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
 from pocketmq.tasks import cancel_and_wait
@@ -92,6 +101,9 @@ class Broker:
         # The bound HA port (RocketMQ's haServerAddr); a slave's client of its master's.
         self.ha_port = 0
         self.ha_client: HAClient | None = None
+        # Automatic failover (failoverZkAddress): who decides this broker's role, and how.
+        self.coordinator: FailoverCoordinator | None = None
+        self.role_switch: RoleSwitch | None = None
 
     @property
     def port(self) -> int:
@@ -101,20 +113,17 @@ class Broker:
         """Open the store, start every service and listen; the bound port comes back.
 
         Raises:
-            ConfigError: failover is configured (the coordinator exists, the broker's role
-                switch does not yet: refused rather than run without the promised failover).
+            ConfigError: failover is configured and ZooKeeper cannot be used.
         """
-        if self.config.failover_enabled:
-            raise ConfigError(
-                "failoverZkAddress is set, but this broker cannot switch roles under the "
-                "failover coordinator yet; remove the setting to run a fixed master/slave pair"
-            )
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
         ha_port = self.config.ha_listen_port
         try:
             self.config = self.config.with_port(sock.getsockname()[1])
             self.store = MessageStore(self.config.store, clock=self.clock)
+            if self.config.failover_enabled:
+                # No write before the coordinator has elected this broker.
+                self.store.role = BrokerRole.SLAVE
             await asyncio.to_thread(self.store.open)
         except BaseException:
             sock.close()
@@ -168,7 +177,7 @@ class Broker:
         self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
         self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
-        if not self.config.store.broker_role.is_master:
+        if not self.is_master and not self.config.failover_enabled:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
         register_all(self, self.dispatcher)
@@ -184,12 +193,48 @@ class Broker:
             self.start_slave_sync()
         self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
         self._every(self.config.flush_delay_offset_interval, self.timer.persist)
+        if self.config.failover_enabled:
+            try:
+                await self._start_failover()
+            except ConfigError:
+                await self.stop()
+                raise
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
 
     @property
     def is_master(self) -> bool:
         return self.store.role.is_master
+
+    @property
+    def registered_id(self) -> int:
+        """The brokerId this broker registers under: its own, or 0 while it is the failover
+        master with a confirmed lease (so that routes and clients take it for the master)."""
+        if self.coordinator is not None and self.is_master and self.store.may_write():
+            return 0
+        return self.config.broker_id
+
+    async def _start_failover(self) -> None:
+        """Join the failover of the broker name (the coordinator elects or makes it follow).
+
+        Raises:
+            ConfigError: ZooKeeper cannot be reached, or the local epoch file is unreadable.
+        """
+        settings = FailoverSettings.from_broker_config(self.config)
+        settings = dataclasses.replace(settings, ha_addr=f"{self.config.broker_ip1}:{self.ha_port}")
+        self.role_switch = RoleSwitch(self)
+        coordinator = FailoverCoordinator(
+            settings, self.role_switch, self.store.max_phy_offset, clock=self.clock
+        )
+        # A master that gains or loses its lease registers again, as brokerId 0 or its own.
+        coordinator.on_role_change = self.register_soon
+        self.store.write_fence = coordinator.may_accept_writes
+        self.coordinator = self.role_switch.coordinator = coordinator
+        try:
+            await coordinator.start()
+        except FailoverError as exc:
+            self.coordinator = None
+            raise ConfigError(str(exc)) from exc
 
     # ------------------------------------------------------------------ role duties
 
@@ -228,6 +273,10 @@ class Broker:
         if self.master_services_running:
             await endpoint.start()
         self.master_endpoints.append(endpoint)
+
+    def sync_now(self) -> None:
+        """Copy the master's metadata at once (a new master is known)."""
+        self._sync_now.set()
 
     def start_slave_sync(self) -> None:
         """Copy the master's metadata every ``slave_sync_interval``, and at once whenever
@@ -312,7 +361,7 @@ class Broker:
                 "brokerAddr": self.config.broker_addr,
                 "clusterName": self.config.broker_cluster_name,
                 "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
-                "brokerId": self.config.broker_id,
+                "brokerId": self.registered_id,
                 "compressed": False,
                 "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
             },
@@ -325,7 +374,8 @@ class Broker:
                 resp = await self.namesrv_client.invoke(addr, self._register_request(), 3)
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", addr, resp.remark)
-                elif not self.is_master:
+                elif not self.is_master and self.coordinator is None:
+                    # Under failover the coordinator names the master, not the NameServer.
                     self._learn_master(resp.ext_fields)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("cannot register with name server %s: %s", addr, exc)
@@ -345,7 +395,7 @@ class Broker:
     def replication_state(self) -> ReplicationState:
         """Who this broker replicates to and from, for admin and runtime info."""
         return ReplicationState(
-            role=self.config.store.broker_role.value,
+            role=self.store.role.value,
             serving=self.store.ha_service.state(),
             following=self.ha_client.state() if self.ha_client is not None else None,
         )
@@ -358,7 +408,7 @@ class Broker:
                     "brokerName": self.config.broker_name,
                     "brokerAddr": self.config.broker_addr,
                     "clusterName": self.config.broker_cluster_name,
-                    "brokerId": self.config.broker_id,
+                    "brokerId": self.registered_id,
                 },
             )
             with contextlib.suppress(ConnectionError, TimeoutError):
@@ -367,6 +417,11 @@ class Broker:
     # ------------------------------------------------------------------ stop
 
     async def stop(self) -> None:
+        if self.coordinator is not None:
+            # The lease ends now (a slave may be elected at once), and the fence closes.
+            await self.coordinator.stop()
+        if self.role_switch is not None:
+            await self.role_switch.stop()
         await self.stop_master_services()
         await self.stop_slave_sync()
         await cancel_and_wait(self._tasks)

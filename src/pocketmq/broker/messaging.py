@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.filtering import FilterNotSupported, Subscription, compile_subscription
 from pocketmq.broker.status_map import (
+    FENCED_REFUSAL,
     SLAVE_END_TRANSACTION_REFUSAL,
     SLAVE_REFUSAL,
     pull_answer,
@@ -123,14 +124,17 @@ class MessagingService:
     ) -> None:
         """The one rule of a slave: it stores nothing a client sends (its CommitLog is its
         master's copy). Sends (``topic_for_send``), send-backs, revives and transaction ends
-        meet it before they change anything; the store refuses any other put.
+        meet it before they change anything; the store refuses any other put. Under failover
+        a master whose lease is not confirmed (the fence) refuses the same way.
 
         Raises:
             RequestError: ``code`` (RocketMQ's SERVICE_NOT_AVAILABLE for what reaches its
-                store, SLAVE_NOT_AVAILABLE for END_TRANSACTION) on a slave.
+                store, SLAVE_NOT_AVAILABLE for END_TRANSACTION) on a slave or a fenced master.
         """
         if self.is_slave:
             raise RequestError(code, remark)
+        if not self.store.may_write():
+            raise RequestError(code, FENCED_REFUSAL)
 
     def check_writable(self) -> None:
         self.check_master()

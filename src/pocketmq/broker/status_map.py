@@ -54,6 +54,10 @@ SLAVE_REFUSAL = (
     + ". This broker is a slave (brokerRole=SLAVE): send to the master of its brokerName"
 )
 # EndTransactionProcessor's answer on a slave.
+FENCED_REFUSAL = (
+    PUT_STATUS_CODES[PutStatus.SERVICE_NOT_AVAILABLE][1]
+    + ". This broker's master lease is not confirmed (failover): send again, to the new master"
+)
 SLAVE_END_TRANSACTION_REFUSAL = "Message store is slave mode, so end transaction is forbidden."
 
 

@@ -11,6 +11,7 @@ import click
 
 from pocketmq import __version__
 from pocketmq.cli.admin import admin
+from pocketmq.cli.admin_brokers import broker_status
 from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
@@ -48,6 +49,7 @@ cli.add_command(serve)
 cli.add_command(admin)
 admin.add_command(reset_offset_by_time)
 admin.add_command(consumer_status)
+admin.add_command(broker_status)
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ from pocketmq.store.truncate import truncate_store
 log = logging.getLogger(__name__)
 
 _BLANK_SIZE = 0x7FFFFFFF
+FENCE_CLOSED = "this broker's master lease is not confirmed (failover): writes are refused"
 # How far ahead of the CommitLog write position pages are faulted in (see prefault.py).
 _PREFAULT_WINDOW = 32 << 20
 ArrivalListener = Callable[[str, int, int], None]
@@ -72,10 +73,11 @@ class MessageStore:
         self.index = IndexService(
             self.root / INDEX_DIR, config.max_hash_slot_num, config.max_index_num, clock=clock
         )
-        dispatchers: list[Dispatcher] = [self._dispatch_cq, self._dispatch_index]
-        if not config.broker_role.is_master:
-            # A slave never puts: its next queue offsets come from what it replicates.
-            dispatchers.append(self._dispatch_queue_table)
+        dispatchers: list[Dispatcher] = [
+            self._dispatch_cq,
+            self._dispatch_index,
+            self._dispatch_queue_table,
+        ]
         self.reput = ReputService(self.commitlog, dispatchers, config.delay_levels_ms)
         # The HA port's side of replication, on every role as in RocketMQ (the broker binds
         # it); a slave also follows its master with a store.ha.slave.HAClient.
@@ -95,8 +97,15 @@ class MessageStore:
         # How the disk use is read; tests replace it to simulate a filling disk.
         self.disk_usage: Callable[[Path], tuple[int, int]] = _disk_usage
         # The role now (the config's at start); a failover may change it while the store runs.
-        # A slave's CommitLog is its master's copy: no put is accepted here.
+        # A slave's CommitLog is its master's copy: no put is accepted here. Every reader of
+        # the CURRENT role (broker, HA, dispatch) reads this, never config.broker_role.
         self.role: BrokerRole = config.broker_role
+        # The failover fence (FailoverCoordinator.may_accept_writes): a master whose lease is
+        # not confirmed neither takes nor acknowledges a put. None without failover.
+        self.write_fence: Callable[[], bool] | None = None
+        # The end of the last put acknowledged as stored (what a slave must hold before the
+        # sync-state set may name it).
+        self.acked_through = 0
         # CommitLog bytes a pull may leave unread behind it before the store suggests the
         # slave: accessMessageInMemoryMaxRatio of the physical memory.
         self.memory_for_reads_bytes = (
@@ -298,7 +307,9 @@ class MessageStore:
             listener(req.topic, req.queue_id, req.queue_offset)
 
     def _dispatch_queue_table(self, req: DispatchRequest) -> None:
-        if goes_to_consume_queue(req.sys_flag):
+        # A slave never puts: its next queue offsets come from what it replicates (a master's
+        # come from its puts, which may run ahead of dispatch).
+        if self.role is BrokerRole.SLAVE and goes_to_consume_queue(req.sys_flag):
             self.commitlog.topic_queue_table[(req.topic, req.queue_id)] = req.queue_offset + 1
 
     def _dispatch_index(self, req: DispatchRequest) -> None:
@@ -324,12 +335,19 @@ class MessageStore:
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 detail="the broker's role is SLAVE: messages are put to its master",
             )
+        if not self.may_write():
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, detail=FENCE_CLOSED)
         if self.disk_full:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 detail="the disk is full: writes are refused until space is freed",
             )
         return None
+
+    def may_write(self) -> bool:
+        """Whether the failover fence lets this master take and acknowledge puts now."""
+        fence = self.write_fence
+        return fence is None or fence()
 
     def append(self, msgs: list[MessageExt]) -> PutResult:
         """Append and dispatch, without waiting for a flush (see put_messages)."""
@@ -397,7 +415,7 @@ class MessageStore:
             flush = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
         replica = None
         slave_missing = False
-        if self.config.broker_role is BrokerRole.SYNC_MASTER:
+        if self.role is BrokerRole.SYNC_MASTER:
             ha = self.ha_service
             if ha.is_slave_ok(result.next_offset):
                 replica = ha.wait_for_slave(result.next_offset, self.config.sync_flush_timeout)
@@ -412,6 +430,14 @@ class MessageStore:
         elif replica is not None and not await replica:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
             result.detail = "the message was written but not replicated to a slave in time"
+        if result.status is PutStatus.PUT_OK:
+            if not self.may_write():
+                # The lease ended while the put waited: a new master may not hold it, so it
+                # is not acknowledged (the producer retries; a duplicate at worst).
+                result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+                result.detail = FENCE_CLOSED
+            else:
+                self.acked_through = max(self.acked_through, result.next_offset)
         return result
 
     # ------------------------------------------------------------------ reads

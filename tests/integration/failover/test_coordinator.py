@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from zk_process import ZooKeeperProcess
 
-from conftest import ZooKeeperProcess
 from pocketmq.broker.failover import (
     FailoverCoordinator,
     FailoverSettings,

@@ -143,6 +143,12 @@ class FailoverCoordinator:
         self._sss_lock = asyncio.Lock()
         # When this broker first said it is live: the first election waits for its peers.
         self._registered_at: float | None = None
+        # The local end of this broker's HA connection to its master ("" when not connected),
+        # and the (session, address) last published in its live node.
+        self._ha_client_addr = ""
+        self._published: tuple[int, str] | None = None
+        # Called on the loop when this broker becomes master or stops being it.
+        self.on_role_change: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -188,6 +194,39 @@ class FailoverCoordinator:
             self.role is Role.MASTER
             and self._connected
             and self.clock.monotonic() < self._lease_until
+        )
+
+    # ------------------------------------------------------------------ followers
+
+    def set_ha_client_addr(self, addr: str) -> None:
+        """This broker's HA connection to its master now comes from ``addr`` ("": none); it
+        is published in the live node, where the master looks it up (``followers``)."""
+        if addr != self._ha_client_addr:
+            self._ha_client_addr = addr
+            self._wake.set()
+
+    async def followers(self) -> dict[str, int]:
+        """The live brokers' published HA client addresses, each with its broker id.
+
+        Raises:
+            FailoverError: ZooKeeper cannot be read (or is not connected).
+        """
+        client = self._client
+        if client is None or not self._connected:
+            raise FailoverError("not connected to ZooKeeper")
+        try:
+            live = await self._call(zk_ops.live_brokers, client, self.paths)
+        except (KazooException, TimeoutError) as exc:
+            raise FailoverError(f"cannot read the live brokers: {exc!r}") from exc
+        return {b.ha_client_addr: b.broker_id for b in live if b.ha_client_addr}
+
+    def _me(self, max_offset: int) -> LiveBroker:
+        return LiveBroker(
+            self.settings.broker_id,
+            self.settings.addr,
+            self.settings.ha_addr,
+            max_offset,
+            self._ha_client_addr,
         )
 
     # ------------------------------------------------------------------ sync-state set
@@ -260,6 +299,8 @@ class FailoverCoordinator:
         elif state == KazooState.LOST:
             # The session expired: its ephemeral nodes, the lease among them, are gone.
             self._lose_lease("the ZooKeeper session expired")
+        elif self.role is Role.MASTER:
+            self._role_changed()  # the fence closed: not to be registered as master meanwhile
         self._wake.set()
 
     # ------------------------------------------------------------------ decisions
@@ -275,6 +316,11 @@ class FailoverCoordinator:
                         self.settings.broker_id, self.epoch, why)  # fmt: skip
             self.role = Role.UNDECIDED
             self._lease = None
+            self._role_changed()
+
+    def _role_changed(self) -> None:
+        if self.on_role_change is not None:
+            self.on_role_change()
 
     async def _run(self) -> None:
         # Renewing the fence needs a read every third of the lease at least.
@@ -303,8 +349,11 @@ class FailoverCoordinator:
             await self._contend(client, state)
         elif state.master_owner == session_id:
             if self.role is Role.MASTER and self.epoch == master.epoch:
+                was_open = self.may_accept_writes()
                 self._lease_until = sent + self._timeout_s * _LEASE_SHARE
                 self.sync_state_set = state.sync_state_set
+                if not was_open and self.may_accept_writes():
+                    self._role_changed()  # the fence reopened
             else:
                 # A lease this broker gave up on (a refused transaction): hand it back, so
                 # that the election starts over from what ZooKeeper holds.
@@ -315,6 +364,10 @@ class FailoverCoordinator:
         else:
             self._lose_lease(f"broker {master.broker_id} is master")
             await self._follow(state, master)
+            published = (session_id, self._ha_client_addr)
+            if self.role is Role.SLAVE and self._published != published:
+                await self._call(zk_ops.register, client, self.paths, self._me(self._max_offset()))
+                self._published = published
 
     async def _follow(self, state: zk_ops.ClusterState, master: MasterInfo) -> None:
         if self.role is Role.SLAVE and self.master == master:
@@ -331,8 +384,7 @@ class FailoverCoordinator:
     async def _contend(self, client: KazooClient, state: zk_ops.ClusterState) -> None:
         me = self.settings.broker_id
         max_offset = self._max_offset()
-        live = LiveBroker(me, self.settings.addr, self.settings.ha_addr, max_offset)
-        await self._call(zk_ops.register, client, self.paths, live)
+        await self._call(zk_ops.register, client, self.paths, self._me(max_offset))
         if self._registered_at is None:
             self._registered_at = self.clock.monotonic()
         if state.history:
@@ -367,6 +419,7 @@ class FailoverCoordinator:
         await self.listener.become_master(epoch)
         self.role = Role.MASTER
         self._lease_until = sent + self._timeout_s * _LEASE_SHARE
+        self._role_changed()
         self._wake.set()
 
 

@@ -10,7 +10,10 @@ Nodes under ``{root}/{cluster}/{brokerName}`` (JSON values)::
                     [[1, 0], [2, 52311], [3, 90210]]
     syncStateSet    persistent, versioned: the brokers holding every byte acknowledged in the
                     epoch (the master included). {"epoch": 3, "brokerIds": [1, 2]}
-    brokers/{id}    ephemeral, one per live broker: {"addr":..., "haAddr":..., "maxOffset": n}
+    brokers/{id}    ephemeral, one per live broker: {"addr":..., "haAddr":..., "maxOffset": n,
+                    "haClientAddr": "host:port"}; the last is where a slave's HA connection to
+                    its master comes from ("" while it follows none): how the master knows
+                    which broker each of its HA connections is.
 
 Epoch 0 is the log written before any election (a plain master/slave pair, or a new store):
 every history implicitly starts with it at offset 0.
@@ -62,6 +65,7 @@ class LiveBroker:
     addr: str
     ha_addr: str
     max_offset: int
+    ha_client_addr: str = ""  # the local end of its HA connection to the master, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +176,24 @@ def decode_sync_state_set(raw: bytes) -> SyncStateSet:
 
 def encode_live(broker: LiveBroker) -> bytes:
     return orjson.dumps(
-        {"addr": broker.addr, "haAddr": broker.ha_addr, "maxOffset": broker.max_offset}
+        {
+            "addr": broker.addr,
+            "haAddr": broker.ha_addr,
+            "maxOffset": broker.max_offset,
+            "haClientAddr": broker.ha_client_addr,
+        }
     )
 
 
 def decode_live(broker_id: int, raw: bytes) -> LiveBroker:
     data = _load(raw, f"brokers/{broker_id}")
     try:
-        return LiveBroker(broker_id, str(data["addr"]), str(data["haAddr"]), int(data["maxOffset"]))
+        return LiveBroker(
+            broker_id,
+            str(data["addr"]),
+            str(data["haAddr"]),
+            int(data["maxOffset"]),
+            str(data.get("haClientAddr", "")),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise FailoverError(f"brokers/{broker_id}: malformed {data!r}") from exc

@@ -1,5 +1,6 @@
 """Administration: topics (UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215,
-GET_ALL_TOPIC_CONFIG 21), subscription groups (200, 201, 207), GET_CONSUME_STATS (208), and
+GET_ALL_TOPIC_CONFIG 21), subscription groups (200, 201, 207), GET_CONSUME_STATS (208),
+GET_BROKER_RUNTIME_INFO (28, ``broker/runtime_info.py``), and
 the tables a slave copies from its master: GET_ALL_CONSUMER_OFFSET (43) and
 GET_ALL_DELAY_OFFSET (45) (AdminBrokerProcessor). The GET_ALL bodies are the managers' files,
 as RocketMQ answers them (with dataVersion where the file has one)."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.runtime_info import runtime_info
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
 from pocketmq.errors import ProtocolError, RequestError
@@ -38,6 +40,7 @@ class AdminHandlers:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_runtime_info,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
@@ -103,6 +106,10 @@ class AdminHandlers:
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
         body = json_body.dumps(self.broker.schedule.encode())
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    def get_runtime_info(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        body = json_body.dumps({"table": runtime_info(self.broker)})
         return cmd.response(ResponseCode.SUCCESS, body=body)
 
     # ------------------------------------------------------------------ consume stats

@@ -11,7 +11,12 @@ GroupTransferService): an asyncio server on the HA port, one reader and one writ
   ``notify_appended`` wakes it, nothing polls.
 - SYNC_MASTER puts wait here (``wait_for_slave``) until some slave's ack covers them, up to
   their deadline (then False: FLUSH_SLAVE_TIMEOUT); ``is_slave_ok`` is RocketMQ's check
-  that decides SLAVE_NOT_AVAILABLE before a put waits at all.
+  that decides SLAVE_NOT_AVAILABLE before a put waits at all. Under failover an
+  ``ack_policy`` replaces "some slave": it names the offset that every slave a put needs
+  (the sync-state set's) has acknowledged (broker/failover/sync_state.py).
+- Each connection keeps when its slave last held everything this master had (Kafka's
+  lastCaughtUpTime: the time of the last send that reached the log's end, once the slave acks
+  it), from which admin reads a lag in seconds and failover decides who is in sync.
 
 Deadlines, heartbeats and the closing of connections silent for haHousekeepingInterval are
 read from the injected clock by one due-work loop (``tasks.run_when_due``), so a test drives
@@ -22,11 +27,13 @@ mapped segments, which the store appends to on the same loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import itertools
 import logging
 import socket
+from collections.abc import Callable
 
 from pocketmq.clock import Clock
 from pocketmq.errors import RemoteProtocolError
@@ -42,6 +49,10 @@ log = logging.getLogger(__name__)
 # reads faster than a loop should be held).
 _SEND_ROUND_BYTES = 1 << 20
 _READ_SIZE = 64 * 1024
+# Sends that reached the log's end, remembered per connection to date the slave's acks
+# (caught_up_ms); one per this many ms at most, and at most _MAX_MARKS of them.
+_MARK_EVERY_MS = 5
+_MAX_MARKS = 4096
 
 
 class HAService:
@@ -60,6 +71,11 @@ class HAService:
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        # Under failover: the offset every slave a put must wait for has acknowledged (-1:
+        # no slave is in sync); None keeps RocketMQ 4.x's rule (any one slave).
+        self.ack_policy: Callable[[], int] | None = None
+        # Called after an ack and when a connection comes or goes (failover watches them).
+        self.on_change: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -102,12 +118,22 @@ class HAService:
         log.info("HA connection from slave %s", conn.slave_address)
         self.connections.append(conn)
         self._wake.set()
+        self._changed()
         await conn.run()
 
     # ------------------------------------------------------------------ the store's side
 
+    def covered_offset(self) -> int:
+        """The offset up to which a waiting put counts as replicated."""
+        if self.ack_policy is not None:
+            return self.ack_policy()
+        return self.push_to_slave_max_offset
+
     def is_slave_ok(self, master_put_where: int) -> bool:
-        """A slave is connected and within haMaxGapNotInSync of ``master_put_where``."""
+        """A slave is connected and within haMaxGapNotInSync of ``master_put_where`` (under
+        failover: the sync-state set holds a slave)."""
+        if self.ack_policy is not None:
+            return self.ack_policy() >= 0
         return bool(self.connections) and (
             master_put_where - self.push_to_slave_max_offset < self.config.ha_max_gap_not_in_sync
         )
@@ -116,7 +142,7 @@ class HAService:
         """A future that becomes True once a slave has acknowledged ``next_offset``, or False
         after ``timeout_ms`` (or when the service stops)."""
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if self.push_to_slave_max_offset >= next_offset:
+        if self.covered_offset() >= next_offset:
             fut.set_result(True)
             return fut
         deadline = self.clock.monotonic() + timeout_ms / 1000
@@ -131,14 +157,22 @@ class HAService:
 
     def notify_transfer_some(self, offset: int) -> None:
         """A slave acknowledged ``offset``: release the puts it covers."""
-        if offset <= self.push_to_slave_max_offset:
-            return
-        self.push_to_slave_max_offset = offset
+        self.push_to_slave_max_offset = max(self.push_to_slave_max_offset, offset)
+        self.release()
+        self._changed()
+
+    def release(self) -> None:
+        """Answer True to the waiting puts the acks now cover (also after the rule changes)."""
+        covered = self.covered_offset()
         waiters = self._waiters
-        while waiters and waiters[0][0] <= offset:
+        while waiters and waiters[0][0] <= covered:
             fut = heapq.heappop(waiters)[3]
             if not fut.done():
                 fut.set_result(True)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     # ------------------------------------------------------------------ timed duties
 
@@ -179,9 +213,11 @@ class HAService:
     def remove(self, conn: HAConnection) -> None:
         with contextlib.suppress(ValueError):
             self.connections.remove(conn)
+            self._changed()
 
     def state(self) -> MasterReplicationState:
         top = self.commitlog.max_offset()
+        now_ms = self.clock.now_ms()
         return MasterReplicationState(
             ha_address=self.ha_address,
             max_offset=top,
@@ -191,6 +227,7 @@ class HAService:
                     c.slave_address,
                     c.slave_ack_offset,
                     top - max(c.slave_ack_offset, 0),
+                    c.lag_ms(now_ms) / 1000,
                 )
                 for c in self.connections
             ),
@@ -219,6 +256,34 @@ class HAConnection:
         self._requested = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._gap_logged = False
+        # When the slave last held everything this master had (see the module docstring),
+        # and the (end offset, send time) of recent sends that reached the log's end.
+        self.caught_up_ms = now
+        self._marks: collections.deque[tuple[int, int]] = collections.deque()
+
+    def lag_ms(self, now_ms: int) -> int:
+        """How long the slave has been missing some byte this master has (0: none)."""
+        if self.slave_ack_offset >= self.service.commitlog.max_offset():
+            return 0
+        return max(0, now_ms - self.caught_up_ms)
+
+    def _acked(self, offset: int) -> None:
+        now = self.service.clock.now_ms()
+        if offset >= self.service.commitlog.max_offset():
+            self.caught_up_ms = now
+            self._marks.clear()
+            return
+        marks = self._marks
+        while marks and marks[0][0] <= offset:
+            self.caught_up_ms = max(self.caught_up_ms, marks.popleft()[1])
+
+    def _mark_sent(self, end_offset: int, now_ms: int) -> None:
+        marks = self._marks
+        if marks and now_ms - marks[-1][1] < _MARK_EVERY_MS:
+            return
+        if len(marks) >= _MAX_MARKS:
+            marks.popleft()
+        marks.append((end_offset, now_ms))
 
     def wake(self) -> None:
         self._wake.set()
@@ -276,6 +341,7 @@ class HAConnection:
                 )  # fmt: skip
                 return
             self.slave_ack_offset = offset
+            self._acked(offset)
             self.service.notify_transfer_some(offset)
 
     # ------------------------------------------------------------------ transfer
@@ -320,6 +386,8 @@ class HAConnection:
         now = clock.now_ms()
         if sent:
             self.last_write_ms = now
+            if self.next_transfer_from >= commitlog.max_offset():
+                self._mark_sent(self.next_transfer_from, now)
         elif now - self.last_write_ms >= self.service.config.ha_send_heartbeat_interval:
             self.writer.write(encode_frame_header(self.next_transfer_from, 0))
             self.last_write_ms = now

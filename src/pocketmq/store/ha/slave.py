@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pocketmq.clock import Clock
@@ -59,6 +60,10 @@ class HAClient:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
+        # Told the local "ip:port" of each new connection to the master ("" once it closes):
+        # under failover the master learns from it which broker a connection is.
+        self.on_connected: Callable[[str], None] | None = None
+        self.local_address = ""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -113,6 +118,12 @@ class HAClient:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            self._tell("")
+
+    def _tell(self, local_address: str) -> None:
+        self.local_address = local_address
+        if self.on_connected is not None:
+            self.on_connected(local_address)
 
     async def _session(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -120,6 +131,8 @@ class HAClient:
             reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
         self._writer = writer
         self.connected = True
+        local = writer.get_extra_info("sockname")
+        self._tell(f"{local[0]}:{local[1]}" if local else "")
         log.info(
             "HA connected to master %s, reporting offset %d", address, self.store.max_phy_offset()
         )

@@ -12,6 +12,7 @@ class SlaveConnectionState:
     slave_address: str  # "ip:port" of the slave's end of the HA connection
     ack_offset: int  # the slave's last reported max CommitLog offset (-1: none yet)
     lag_bytes: int  # this master's max CommitLog offset minus ack_offset
+    lag_seconds: float = 0.0  # how long the slave has lacked some byte this master has
 
 
 @dataclass(frozen=True, slots=True)

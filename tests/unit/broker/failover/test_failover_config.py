@@ -4,6 +4,7 @@ refused when they cannot work."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
@@ -65,15 +66,22 @@ def test_local_epoch_history_round_trip(tmp_path: Path) -> None:
         LocalEpochHistory(path).load()
 
 
-def test_a_broker_configured_for_failover_refuses_to_start_until_it_can_switch_roles(
-    tmp_path: Path,
-) -> None:
+def test_a_broker_whose_zookeeper_cannot_be_reached_refuses_to_start(tmp_path: Path) -> None:
     config = BrokerConfig(
         broker_id=1,
         listen_port=0,
-        failover_zk_address="127.0.0.1:2181",
+        failover_zk_address=f"127.0.0.1:{_closed_port()}",
+        failover_session_timeout_ms=1000,
         store=StoreConfig(store_path_root_dir=tmp_path),
     )
-    with pytest.raises(ConfigError, match="cannot switch roles"):
+    with pytest.raises(ConfigError, match="cannot use ZooKeeper"):
         asyncio.run(Broker(config).start())
-    assert not (tmp_path / "commitlog").exists()
+    # It stopped what it had started: the store is closed cleanly and can be opened again.
+    assert not (tmp_path / "abort").exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
