@@ -84,7 +84,6 @@ def index_files(draw: st.DrawFn) -> tuple[bytearray, bytearray, int, int, int]:
     return mm, pages, reserved, slot_num, index_num
 
 
-@settings(max_examples=300)
 @given(index_files(), requests(), st.integers(0, 5))
 def test_same_return_and_bytes_as_the_reference(
     file: tuple[bytearray, bytearray, int, int, int], reqs: list[DispatchRequest], start: int
@@ -146,7 +145,7 @@ def _index_bytes(reqs_per_put: list[list[DispatchRequest]], native: bool, batch:
 _VALID_KEY = st.one_of(st.none(), st.text(st.sampled_from(" ab😀é"), max_size=12))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.lists(
