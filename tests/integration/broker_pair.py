@@ -1,6 +1,6 @@
 """A NameServer, a master broker and its slave (same brokerName, brokerRole=SLAVE, brokerId=1)
 as real processes on fixed free ports, so that a broker restarted keeps its address; with
-raw-request helpers to read a broker's tables."""
+raw-request helpers to read a broker's tables and runtime info."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from server_procs import ServerProcess
 
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 
 
@@ -83,3 +83,17 @@ async def table(client: ClientInstance, addr: str, code: int) -> Any:
     resp = await request(client, addr, code)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return json_body.loads(resp.body)
+
+
+async def runtime_info(client: ClientInstance, addr: str) -> dict[str, str] | None:
+    """A broker's GET_BROKER_RUNTIME_INFO table, None when it does not answer."""
+    try:
+        resp = await client.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 2
+        )
+    except (ConnectionError, TimeoutError):
+        return None
+    if resp.code != ResponseCode.SUCCESS:
+        return None
+    info: dict[str, str] = json_body.loads(resp.body)["table"]
+    return info

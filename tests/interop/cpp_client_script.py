@@ -10,6 +10,10 @@ python cpp_client_script.py orderly_consume NAMESRV SECONDS
 python cpp_client_script.py retry NAMESRV RETRIES      -> sends a level-1 delayed message and
                                                           one the listener always fails;
                                                           prints the deliveries as JSON
+python cpp_client_script.py load NAMESRV FIRST TOPIC   -> sync sends of "m-FIRST", "m-FIRST+1",
+                                                          ... to TOPIC (each once, the client's
+                                                          own retries) until stdin closes;
+                                                          prints "ok N" or "fail N" per send
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketmq.client import Message, Producer, PushConsumer, SendStatus
+from rocketmq.exceptions import ProducerSendSyncFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from waiting import wait_until_sync
@@ -185,9 +190,39 @@ def retry(namesrv: str, retries: int) -> None:
     print(json.dumps({"sent_at": sent_at, "got": got}), flush=True)
 
 
+def load(namesrv: str, first: int, topic: str) -> None:
+    stop = threading.Event()
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    producer = Producer("PG_CPP_LOAD")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    n = first
+    try:
+        while not stop.is_set():
+            msg = Message(topic)
+            msg.set_body(f"m-{n}")
+            try:
+                ok = producer.send_sync(msg).status == SendStatus.OK
+            except ProducerSendSyncFailed:
+                ok = False
+            print(f"{'ok' if ok else 'fail'} {n}", flush=True)
+            if not ok:
+                time.sleep(0.05)  # backoff while no broker takes writes
+            n += 1
+    finally:
+        producer.shutdown()
+
+
 if __name__ == "__main__":
     role, namesrv, arg = sys.argv[1:4]
-    if role == "produce":
+    if role == "load":
+        load(namesrv, int(arg), sys.argv[4])
+    elif role == "produce":
         produce(namesrv, arg)
     elif role == "orderly":
         orderly(namesrv, int(arg))

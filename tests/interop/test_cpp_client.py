@@ -11,7 +11,6 @@ master SIGKILLed, its push consumer reads from the slave and commits its offsets
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import json
 import os
@@ -27,6 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
 from broker_pair import Pair, table
+from cpp_driver import SCRIPT, cpp_client_installed
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -42,17 +42,10 @@ from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
 from waiting import wait_until
 
-# Looked up, not imported: importing rocketmq runs the 5.x client's package __init__, whose
-# generated protobuf code registers the apache.rocketmq.v2 names that pocketmq.grpc.v2 (imported
-# by other tests in this process) registers too.
-_spec = importlib.util.find_spec("rocketmq")
-if _spec is None or not any(
-    (Path(p) / "client.py").exists() for p in _spec.submodule_search_locations or ()
-):
+if not cpp_client_installed():
     pytest.skip("rocketmq==0.4.4 is not installed", allow_module_level=True)
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-SCRIPT = Path(__file__).with_name("cpp_client_script.py")
 
 
 @pytest.fixture

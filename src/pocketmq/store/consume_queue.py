@@ -24,7 +24,9 @@ from pocketmq.store.reserve import CONSUME_QUEUE_RESERVE
 log = logging.getLogger(__name__)
 
 _UNIT = struct.Struct(">qiq")
-BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+# The size a blank unit carries (a unit written over a gap, never a record's size).
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 
 class ConsumeQueue:

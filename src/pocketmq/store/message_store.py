@@ -25,11 +25,11 @@ from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_offset_msg_id
 from pocketmq.protocol.record_codec import RecordError, RecordInfo, decode_message
-from pocketmq.store import query, retention
+from pocketmq.store import pull_read, query, retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
-from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from pocketmq.store.dispatch import (
     Dispatcher,
     DispatchRequest,
@@ -50,12 +50,11 @@ from pocketmq.store.layout import (
     consume_queue_dir,
 )
 from pocketmq.store.prefault import PrefaultService
-from pocketmq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
+from pocketmq.store.results import GetResult, PutResult, PutStatus, QueryResult
 from pocketmq.store.truncate import truncate_store
 
 log = logging.getLogger(__name__)
 
-_BLANK_SIZE = 0x7FFFFFFF
 FENCE_CLOSED = "this broker's master lease is not confirmed (failover): writes are refused"
 # How far ahead of the CommitLog write position pages are faulted in (see prefault.py).
 _PREFAULT_WINDOW = 32 << 20
@@ -453,63 +452,9 @@ class MessageStore:
         max_msg_nums: int,
         message_filter: MessageFilter | None = None,
     ) -> GetResult:
-        """Up to max_msg_nums records of a queue from offset on (DefaultMessageStore.getMessage)."""
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        min_offset = cq.min_offset_in_queue()
-        max_offset = cq.max_offset_in_queue()
-        if max_offset == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
-        if offset < min_offset:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if offset == max_offset:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
-        if offset > max_offset:
-            nxt = min_offset if min_offset == 0 else max_offset
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
-
-        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
-        max_count = min(max_msg_nums, self.config.max_transfer_count_on_message_in_memory)
-        max_scan = max(self.config.max_filter_message_count, max_msg_nums * 20)
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        commitlog_min = self.commitlog.min_offset()
-        last_phy = 0
-        total = 0
-        scanned = 0
-        removing = False
-        for qo, phy, size, tags in cq.iter_units(offset):
-            if scanned >= max_scan:
-                break
-            if result.messages and total + size > max_bytes:
-                result.next_begin_offset = qo
-                break
-            scanned += 1
-            result.next_begin_offset = qo + 1
-            last_phy = phy
-            if size == _BLANK_SIZE or phy < commitlog_min:
-                removing = True
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
-                continue
-            raw = self.commitlog.read(phy, size)
-            if raw is None:
-                removing = True
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(raw):
-                continue
-            result.messages.append(raw)
-            result.queue_offsets.append(qo)
-            total += size
-            if len(result.messages) >= max_count:
-                break
-        behind = self.commitlog.max_offset() - last_phy
-        result.suggest_pulling_from_slave = behind > self.memory_for_reads_bytes
-        if result.messages:
-            result.status = GetStatus.FOUND
-        elif removing:
-            result.status = GetStatus.MESSAGE_WAS_REMOVING
-        return result
+        """Up to max_msg_nums records of a queue from offset on (DefaultMessageStore.getMessage;
+        see ``store.pull_read``)."""
+        return pull_read.get_message(self, topic, queue_id, offset, max_msg_nums, message_filter)
 
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
         """Decode the record at a CommitLog offset (None if it is not there)."""
@@ -568,7 +513,7 @@ class MessageStore:
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         cq = self.find_consume_queue(topic, queue_id)
         unit = cq.unit(queue_offset) if cq else None
-        if unit is None or unit[1] == _BLANK_SIZE:
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
             return -1
         return self.commitlog.store_timestamp_at(unit[0])
 

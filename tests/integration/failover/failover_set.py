@@ -1,6 +1,7 @@
 """A broker set under automatic failover as real processes: a NameServer, ZooKeeper (the
 conftest's) and N brokers of one brokerName (ids 1..N, fixed ports so that a restarted broker
-keeps its address), with helpers to find the master, kill it and send through our client."""
+keeps its address), with helpers to find the master, wait for an election, a follower or the
+brokers' convergence, kill a broker and send through our client."""
 
 from __future__ import annotations
 
@@ -14,20 +15,21 @@ from typing import Any
 
 # tests/integration, for the process helpers this set shares with the master/slave tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from broker_pair import free_port
+from broker_pair import free_port, runtime_info
 from server_procs import ServerProcess, broker_with_conf, commitlog_is_prefix
 
 from pocketmq.client import Producer
 from pocketmq.client.instance import ClientInstance
-from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import PullSysFlag
 from pocketmq.protocol.record_codec import decode_message
 from pocketmq.protocol.remoting import RemotingCommand
+from waiting import wait_until
 
 __all__ = [
     "QUEUES", "SESSION_MS", "TOPIC", "FailoverSet", "commitlog_is_prefix", "consumable",
-    "create_topic", "master_of", "producer_for", "raw_send", "runtime_info",
+    "converged", "create_topic", "elected", "following", "master_of", "producer_for", "raw_send",
+    "runtime_info",
 ]  # fmt: skip
 
 SESSION_MS = 2000
@@ -93,20 +95,6 @@ class FailoverSet:
         self.namesrv.stop()
 
 
-async def runtime_info(client: ClientInstance, addr: str) -> dict[str, str] | None:
-    """A broker's GET_BROKER_RUNTIME_INFO table, None when it does not answer."""
-    try:
-        resp = await client.remoting.invoke(
-            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 2
-        )
-    except (ConnectionError, TimeoutError):
-        return None
-    if resp.code != ResponseCode.SUCCESS:
-        return None
-    table: dict[str, str] = json_body.loads(resp.body)["table"]
-    return table
-
-
 async def master_of(fo: FailoverSet, client: ClientInstance) -> int | None:
     """The broker that registers as master (brokerId 0 in its runtime info), if one does."""
     for broker_id in fo.procs:
@@ -116,6 +104,43 @@ async def master_of(fo: FailoverSet, client: ClientInstance) -> int | None:
         if info is not None and info["brokerId"] == "0":
             return broker_id
     return None
+
+
+async def elected(fo: FailoverSet, client: ClientInstance, other_than: int | None = None) -> int:
+    found: list[int] = []
+
+    async def check() -> bool:
+        m = await master_of(fo, client)
+        if m is not None and m != other_than:
+            found.append(m)
+            return True
+        return False
+
+    await wait_until(check, 30, "a master")
+    return found[-1]
+
+
+async def following(fo: FailoverSet, client: ClientInstance, broker_id: int) -> None:
+    async def check() -> bool:
+        info = await runtime_info(client, fo.addr(broker_id))
+        return (
+            info is not None and info["brokerRole"] == "SLAVE" and info.get("haConnected") == "true"
+        )
+
+    await wait_until(check, 30, f"broker {broker_id} following the master")
+
+
+async def converged(fo: FailoverSet, client: ClientInstance) -> None:
+    async def check() -> bool:
+        tops = set()
+        for broker_id in fo.procs:
+            info = await runtime_info(client, fo.addr(broker_id))
+            if info is None:
+                return False
+            tops.add(info["commitLogMaxOffset"])
+        return len(tops) == 1
+
+    await wait_until(check, 30, "every broker holding the master's whole log")
 
 
 async def raw_send(client: ClientInstance, addr: str) -> int:

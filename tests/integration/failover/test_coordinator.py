@@ -25,7 +25,8 @@ from pocketmq.broker.failover import (
 )
 from waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Every test here takes seconds; a hang must not cost the suite the global 300 s.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(90)]
 
 SESSION_MS = 2000
 TIMEOUT_S = SESSION_MS / 1000

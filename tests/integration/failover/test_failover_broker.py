@@ -30,11 +30,12 @@ from failover_set import (
     FailoverSet,
     commitlog_is_prefix,
     consumable,
+    converged,
     create_topic,
-    master_of,
+    elected,
+    following,
     producer_for,
     raw_send,
-    runtime_info,
 )
 from zk_process import ZooKeeperProcess
 
@@ -106,43 +107,6 @@ class Load:
             timeout_s,
             lambda: f"{more} more acks (at {len(self.acked)}, failed {self.failed})",
         )
-
-
-async def elected(fo: FailoverSet, client: ClientInstance, other_than: int | None = None) -> int:
-    found: list[int] = []
-
-    async def check() -> bool:
-        m = await master_of(fo, client)
-        if m is not None and m != other_than:
-            found.append(m)
-            return True
-        return False
-
-    await wait_until(check, 30, "a master")
-    return found[-1]
-
-
-async def following(fo: FailoverSet, client: ClientInstance, broker_id: int) -> None:
-    async def check() -> bool:
-        info = await runtime_info(client, fo.addr(broker_id))
-        return (
-            info is not None and info["brokerRole"] == "SLAVE" and info.get("haConnected") == "true"
-        )
-
-    await wait_until(check, 30, f"broker {broker_id} following the master")
-
-
-async def converged(fo: FailoverSet, client: ClientInstance) -> None:
-    async def check() -> bool:
-        tops = set()
-        for broker_id in fo.procs:
-            info = await runtime_info(client, fo.addr(broker_id))
-            if info is None:
-                return False
-            tops.add(info["commitLogMaxOffset"])
-        return len(tops) == 1
-
-    await wait_until(check, 30, "every broker holding the master's whole log")
 
 
 async def test_sync_master_kill_loop_loses_no_acknowledged_message(

@@ -183,7 +183,12 @@ class FailoverCoordinator:
             self._task = None
         client, self._client = self._client, None
         if client is not None:
-            await asyncio.to_thread(_close_client, client)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(_close_client, client), self._timeout_s)
+            except TimeoutError:
+                # kazoo's stop joins its threads; one stuck on a dead connection must not
+                # hang the broker's shutdown (they are daemon threads, and the lease is gone).
+                log.warning("the ZooKeeper client did not close within %.1f s", self._timeout_s)
         self.role = Role.UNDECIDED
 
     # ------------------------------------------------------------------ the fence
