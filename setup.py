@@ -15,7 +15,15 @@ setup(
             "pocketmq._speedups",
             sources=[
                 f"{NATIVE}/{name}.c"
-                for name in ("module", "javahash", "properties", "records", "batch", "decode")
+                for name in (
+                    "module",
+                    "javahash",
+                    "properties",
+                    "records",
+                    "batch",
+                    "decode",
+                    "index",
+                )
             ],
             depends=[f"{NATIVE}/speedups.h"],
             optional=True,

@@ -14,7 +14,7 @@ PY="${PYTHON:-.venv/bin/python}"
 # it runs those files; ASan runs every protocol and store unit test (these included).
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_records.py
     tests/unit/protocol/test_native_decode.py
-    tests/unit/protocol/test_message.py)
+    tests/unit/protocol/test_message.py tests/unit/store/test_native_index.py)
 ASAN_TESTS=(tests/unit/protocol tests/unit/store)
 if (($#)); then CODEC_TESTS=("$@") ASAN_TESTS=("$@"); fi
 PYTEST=(-m pytest -q -x -p no:randomly -p no:cacheprovider --hypothesis-profile=sanitizer)
@@ -68,7 +68,13 @@ run_tests valgrind CODEC_TESTS valgrind --leak-check=no --track-origins=yes --xm
 import pathlib, sys, xml.etree.ElementTree as ET
 
 ours, others = [], 0
+execed = 0
 for path in pathlib.Path(sys.argv[1]).glob("memcheck.*.xml"):
+    # A child that exec'd another program (ctypes.util.find_library runs ldconfig) leaves its
+    # log unfinished: it ran no Python, so none of the extension either.
+    if not path.read_text().rstrip().endswith("</valgrindoutput>"):
+        execed += 1
+        continue
     for error in ET.parse(path).getroot().iter("error"):
         if error.findtext("kind", "").startswith("Leak_"):
             continue
@@ -86,7 +92,8 @@ for path in pathlib.Path(sys.argv[1]).glob("memcheck.*.xml"):
             ours.append(f"{error.findtext('kind')}: " + " <- ".join(frames[:8]))
         else:
             others += 1
-print(f"memcheck: {len(ours)} errors in pocketmq._speedups, {others} in CPython itself")
+print(f"memcheck: {len(ours)} errors in pocketmq._speedups, {others} in CPython itself "
+      f"({execed} unfinished logs of exec'd children skipped)")
 for line in ours:
     print(line)
 sys.exit(1 if ours else 0)

@@ -1,9 +1,10 @@
 """Types of the C extension built from src/pocketmq/_native (see pocketmq.protocol.native)."""
 
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pocketmq.protocol.message import Host, MessageExt
+from pocketmq.store.index_insert import IndexedRecord
 
 # The pure-Python references by function name: input off the native fast path goes to them.
 REFERENCES: dict[str, Callable[..., object]]
@@ -36,3 +37,12 @@ def decode_message(
     inflate_body: bool = False,
 ) -> MessageExt: ...
 def decode_pull_body(body: bytes, restore_retry_topic: bool) -> list[MessageExt]: ...
+def index_put_requests(
+    mm: mmap.mmap | bytearray,
+    slot_pages: bytearray,
+    reserved: int,
+    slot_num: int,
+    index_num: int,
+    reqs: Sequence[IndexedRecord],
+    start: int,
+) -> int: ...

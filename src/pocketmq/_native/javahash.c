@@ -8,9 +8,8 @@
 
 #include <stdint.h>
 
-/* Continues hash h over s. Returns 0, or 1 when s holds a lone surrogate. */
-static int
-utf16_hash(PyObject *s, uint32_t h, uint32_t *out)
+int
+pmq_utf16_hash(PyObject *s, uint32_t h, uint32_t *out)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     const void *data = PyUnicode_DATA(s);
@@ -67,7 +66,7 @@ pmq_java_string_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     (void)module;
     uint32_t h;
     if (kwnames != NULL || nargs != 1 || !PyUnicode_CheckExact(args[0])
-        || PyUnicode_READY(args[0]) < 0 || utf16_hash(args[0], 0, &h)) {
+        || PyUnicode_READY(args[0]) < 0 || pmq_utf16_hash(args[0], 0, &h)) {
         PyErr_Clear();
         return pmq_call_reference("java_string_hash", args, nargs, kwnames);
     }
@@ -92,7 +91,7 @@ pmq_java_string_hash_concat(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     /* hash(prefix + s) = hash(prefix) * 31**len(s) + hash(s): the loop seeded with the
        prefix's hash computes exactly that. */
-    if (utf16_hash(args[1], (uint32_t)prefix, &h)) {
+    if (pmq_utf16_hash(args[1], (uint32_t)prefix, &h)) {
         return pmq_call_reference("java_string_hash_concat", args, nargs, kwnames);
     }
     return signed_int32(h);

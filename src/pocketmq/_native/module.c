@@ -56,6 +56,9 @@ static PyMethodDef speedups_methods[] = {
     {"decode_pull_body", (PyCFunction)(void (*)(void))pmq_decode_pull_body,
      METH_FASTCALL | METH_KEYWORDS,
      "The messages of a pull answer's body, in order, as a consumer sees them."},
+    {"index_put_requests", (PyCFunction)(void (*)(void))pmq_index_put_requests,
+     METH_FASTCALL | METH_KEYWORDS,
+     "Insert the keys of a put's dispatch requests into an index file's mapping."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -75,17 +78,13 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (pmq_records_init() < 0) {
+    if (pmq_records_init() < 0 || pmq_index_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }
     if (references == NULL) {
         references = PyDict_New();
-        if (pmq_records_init() < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    if (references == NULL) {
+        if (references == NULL) {
             Py_DECREF(module);
             return NULL;
         }

@@ -23,6 +23,13 @@ PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t
  * set on failure, without one for input off that fast path (the reference must run). */
 PyObject *pmq_properties_text(PyObject *props);
 
+/* Continues Java's String.hashCode h over the UTF-16 code units of a ready exact str s into
+ * *out. Returns 0, or 1 when s holds a lone surrogate (no UTF-16 form). */
+int pmq_utf16_hash(PyObject *s, uint32_t h, uint32_t *out);
+
+/* Called once from PyInit__speedups: index.c's interned attribute names and page size. */
+int pmq_index_init(void);
+
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 
@@ -47,5 +54,7 @@ PyObject *pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t
                              PyObject *kwnames);
 PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
+PyObject *pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames);
 
 #endif

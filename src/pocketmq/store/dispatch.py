@@ -10,7 +10,7 @@ re-dispatching a record that is already in a queue or the index is a no-op.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,11 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
     return t == SysFlag.TRANSACTION_NOT_TYPE or t == SysFlag.TRANSACTION_COMMIT_TYPE
 
 
-Dispatcher = Callable[[DispatchRequest], None]
+# Each dispatcher takes the requests of one put (or one stretch of the log), in log order, so
+# that per-put work (the index inserts) is one call.
+Dispatcher = Callable[[list[DispatchRequest]], None]
+# How many records the pump hands the dispatchers at a time.
+_PUMP_CHUNK = 1024
 
 
 class ReputService:
@@ -105,16 +109,20 @@ class ReputService:
         self.last_store_timestamp = 0
 
     def dispatch(self, req: DispatchRequest) -> None:
-        for d in self.dispatchers:
-            d(req)
-        self.last_store_timestamp = req.store_timestamp
+        self.dispatch_all([req])
 
-    def feed(self, reqs: Iterable[DispatchRequest], end_offset: int) -> None:
+    def dispatch_all(self, reqs: list[DispatchRequest]) -> None:
+        """Hand consecutive records to every dispatcher in turn."""
+        if not reqs:
+            return
+        for d in self.dispatchers:
+            d(reqs)
+        self.last_store_timestamp = reqs[-1].store_timestamp
+
+    def feed(self, reqs: list[DispatchRequest], end_offset: int) -> None:
         """Dispatch requests an append just built; falls back to reading the log on a gap."""
-        reqs = list(reqs)
         if reqs and reqs[0].phy_offset == self.reput_from:
-            for req in reqs:
-                self.dispatch(req)
+            self.dispatch_all(reqs)
             self.reput_from = end_offset
         else:
             self.pump()
@@ -140,9 +148,15 @@ class ReputService:
                 min(mf.wrote_position, end - file_from),
                 end=mf.wrote_position,
             )
+            chunk: list[DispatchRequest] = []
             for info in walk.records():
-                self.dispatch(request_from_record(info, self.delay_levels_ms))
-                count += 1
+                chunk.append(request_from_record(info, self.delay_levels_ms))
+                if len(chunk) >= _PUMP_CHUNK:
+                    self.dispatch_all(chunk)
+                    count += len(chunk)
+                    chunk = []
+            self.dispatch_all(chunk)
+            count += len(chunk)
             if walk.stop is Stop.BLANK:
                 offset = mf.file_end_offset
             elif walk.stop is Stop.LIMIT:

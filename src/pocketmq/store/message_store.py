@@ -293,34 +293,33 @@ class MessageStore:
 
     # ------------------------------------------------------------------ dispatch
 
-    def _dispatch_cq(self, req: DispatchRequest) -> None:
-        if not goes_to_consume_queue(req.sys_flag):
-            return
-        queues = self.consume_queue_table.get(req.topic)
-        cq = queues.get(req.queue_id) if queues else None
-        if cq is None:
-            cq = self._new_consume_queue(req.topic, req.queue_id)
-        cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
+    def _dispatch_cq(self, reqs: list[DispatchRequest]) -> None:
+        table = self.consume_queue_table
         listener = self.on_message_arrived
-        if listener is not None:
-            listener(req.topic, req.queue_id, req.queue_offset)
+        for req in reqs:
+            if not goes_to_consume_queue(req.sys_flag):
+                continue
+            queues = table.get(req.topic)
+            cq = queues.get(req.queue_id) if queues else None
+            if cq is None:
+                cq = self._new_consume_queue(req.topic, req.queue_id)
+            cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
+            if listener is not None:
+                listener(req.topic, req.queue_id, req.queue_offset)
 
-    def _dispatch_queue_table(self, req: DispatchRequest) -> None:
+    def _dispatch_queue_table(self, reqs: list[DispatchRequest]) -> None:
         # A slave never puts: its next queue offsets come from what it replicates (a master's
         # come from its puts, which may run ahead of dispatch).
-        if self.role is BrokerRole.SLAVE and goes_to_consume_queue(req.sys_flag):
-            self.commitlog.topic_queue_table[(req.topic, req.queue_id)] = req.queue_offset + 1
+        if self.role is not BrokerRole.SLAVE:
+            return
+        table = self.commitlog.topic_queue_table
+        for req in reqs:
+            if goes_to_consume_queue(req.sys_flag):
+                table[(req.topic, req.queue_id)] = req.queue_offset + 1
 
-    def _dispatch_index(self, req: DispatchRequest) -> None:
+    def _dispatch_index(self, reqs: list[DispatchRequest]) -> None:
         if self.config.message_index_enable:
-            self.index.build_index(
-                req.topic,
-                req.phy_offset,
-                req.store_timestamp,
-                req.sys_flag,
-                req.uniq_key,
-                req.keys,
-            )
+            self.index.build_index_batch(reqs)
 
     # ------------------------------------------------------------------ writes
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import pocketmq
 from pocketmq.protocol import batch, native, properties, pull_body, record_codec
+from pocketmq.store import index_insert
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -59,6 +60,7 @@ HOMES = {
     "decode_batch_body": batch,
     "decode_message": record_codec,
     "decode_pull_body": pull_body,
+    "index_put_requests": index_insert,
 }
 
 

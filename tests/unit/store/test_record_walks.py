@@ -64,7 +64,7 @@ def test_pump_dispatches_every_record_in_log_order(open_small: StoreFactory) -> 
     store = open_small()
     offsets = offsets_of(fill(store))
     seen: list[DispatchRequest] = []
-    reput = ReputService(store.commitlog, [seen.append], store.config.delay_levels_ms)
+    reput = ReputService(store.commitlog, [seen.extend], store.config.delay_levels_ms)
     assert reput.pump() == len(offsets)
     assert [r.phy_offset for r in seen] == offsets
     assert reput.reput_from == store.max_phy_offset()
@@ -76,7 +76,7 @@ def test_pump_stops_at_a_limit_and_resumes(open_small: StoreFactory) -> None:
     store = open_small()
     offsets = offsets_of(fill(store))
     seen: list[DispatchRequest] = []
-    reput = ReputService(store.commitlog, [seen.append], store.config.delay_levels_ms)
+    reput = ReputService(store.commitlog, [seen.extend], store.config.delay_levels_ms)
     limit = offsets[17] + 1  # inside record 17: it starts before the limit
     assert reput.pump(limit) == 18
     assert reput.pump() == len(offsets) - 18
@@ -94,7 +94,7 @@ def test_pump_stops_at_a_damaged_record(
     pos = victim - mf.file_from_offset + POS_MAGIC
     mf.mm[pos : pos + 4] = b"\xff" * 4
     seen: list[DispatchRequest] = []
-    reput = ReputService(store.commitlog, [seen.append], store.config.delay_levels_ms)
+    reput = ReputService(store.commitlog, [seen.extend], store.config.delay_levels_ms)
     with caplog.at_level(logging.ERROR, logger="pocketmq.store.dispatch"):
         assert reput.pump() == 25
     assert reput.reput_from == victim
