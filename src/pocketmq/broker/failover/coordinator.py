@@ -184,7 +184,8 @@ class FailoverCoordinator:
         client, self._client = self._client, None
         if client is not None:
             try:
-                await asyncio.wait_for(asyncio.to_thread(_close_client, client), self._timeout_s)
+                async with asyncio.timeout(self._timeout_s):
+                    await asyncio.to_thread(_close_client, client)
             except TimeoutError:
                 # kazoo's stop joins its threads; one stuck on a dead connection must not
                 # hang the broker's shutdown (they are daemon threads, and the lease is gone).
@@ -312,7 +313,10 @@ class FailoverCoordinator:
 
     async def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A blocking kazoo call on a worker thread, given up after a session timeout."""
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), self._timeout_s)
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+        # arrives as the call completes, and a stop would then wait forever for this loop.
+        async with asyncio.timeout(self._timeout_s):
+            return await asyncio.to_thread(fn, *args, **kwargs)
 
     def _lose_lease(self, why: str) -> None:
         self._lease_until = 0.0
@@ -332,7 +336,8 @@ class FailoverCoordinator:
         tick_s = self._timeout_s * _LEASE_SHARE / 3
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), tick_s)
+                async with asyncio.timeout(tick_s):  # not wait_for: see _call
+                    await self._wake.wait()
             self._wake.clear()
             if not self._connected:
                 continue

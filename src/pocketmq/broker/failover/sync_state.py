@@ -113,7 +113,10 @@ class SyncStateKeeper:
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _TICK_S)
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                # that arrives as the event is set, and stop() would wait forever.
+                async with asyncio.timeout(_TICK_S):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.step()
