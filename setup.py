@@ -23,6 +23,7 @@ setup(
                     "batch",
                     "decode",
                     "index",
+                    "pull",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

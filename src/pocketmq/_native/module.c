@@ -59,6 +59,8 @@ static PyMethodDef speedups_methods[] = {
     {"index_put_requests", (PyCFunction)(void (*)(void))pmq_index_put_requests,
      METH_FASTCALL | METH_KEYWORDS,
      "Insert the keys of a put's dispatch requests into an index file's mapping."},
+    {"pull_scan", (PyCFunction)(void (*)(void))pmq_pull_scan, METH_FASTCALL | METH_KEYWORDS,
+     "A pull's consume-queue walk, its records copied from the CommitLog into one body."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -78,7 +80,7 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (pmq_records_init() < 0 || pmq_index_init() < 0) {
+    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_pull_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -36,6 +36,9 @@ uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 /* Called once from PyInit__speedups: the interned attribute names and the CRC tables. */
 int pmq_records_init(void);
 
+/* Called once from PyInit__speedups: pull.c's interned attribute names. */
+int pmq_pull_init(void);
+
 PyObject *pmq_java_string_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
 PyObject *pmq_java_string_hash_concat(PyObject *module, PyObject *const *args,
@@ -56,5 +59,7 @@ PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize
                                PyObject *kwnames);
 PyObject *pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames);
+PyObject *pmq_pull_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames);
 
 #endif

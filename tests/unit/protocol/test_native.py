@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pocketmq
 from pocketmq.protocol import batch, native, properties, pull_body, record_codec
-from pocketmq.store import index_insert
+from pocketmq.store import index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -61,6 +61,7 @@ HOMES = {
     "decode_message": record_codec,
     "decode_pull_body": pull_body,
     "index_put_requests": index_insert,
+    "pull_scan": pull_scan,
 }
 
 
