@@ -35,9 +35,19 @@ msgs = [
 for i, m in enumerate(msgs):
     (out / f"one{i}").write_bytes(bytes(encode_record(m)))
 (out / "all").write_bytes(b"".join(bytes(encode_record(m)) for m in msgs))
+# Stores for pull_scan (see check_scan in fuzz_decode.c): three units over a 256-byte
+# CommitLog segment, every unit passing, then tag codes -2..1 picking two of them.
+import struct
+units = b"".join(struct.pack(">qiq", phy, size, tags) for phy, size, tags in
+                 ((0, 40, 0), (50, 45, 5), (100, 50, 1)))
+log = bytes(range(256))
+(out / "scan").write_bytes(bytes([49, 3, 3, 7, 1, 0, 36, 100]) + units + log)
+(out / "scan-tags").write_bytes(bytes([49, 3, 3, 7, 0x40, 0, 36, 100]) + units + log)
 PY
-# The site-packages of the venv are not needed: the harness imports pocketmq.protocol only.
-PYTHONPATH="$WORK/lib" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+# pull_scan's home, pocketmq.store, imports the store's dependencies: the venv's site-packages
+# go on the path after the instrumented copy.
+SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+PYTHONPATH="$WORK/lib:$SITE" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \
     "$WORK/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -print_final_stats=1 \
     "$WORK/corpus" 2>&1 | tail -25

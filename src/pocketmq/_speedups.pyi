@@ -5,7 +5,7 @@ from collections.abc import Callable, Sequence
 
 from pocketmq.protocol.message import Host, MessageExt
 from pocketmq.store.index_insert import IndexedRecord
-from pocketmq.store.pull_scan import ScanResult, Segment
+from pocketmq.store.pull_scan import pull_scan_py
 
 # The pure-Python references by function name: input off the native fast path goes to them.
 REFERENCES: dict[str, Callable[..., object]]
@@ -47,16 +47,4 @@ def index_put_requests(
     reqs: Sequence[IndexedRecord],
     start: int,
 ) -> int: ...
-def pull_scan(
-    cq_files: Sequence[Segment],
-    cq_file_size: int,
-    offset: int,
-    cl_files: Sequence[Segment],
-    cl_file_size: int,
-    commitlog_min: int,
-    tag_codes: frozenset[int] | None,
-    record_filter: Callable[[bytes], bool] | None,
-    max_count: int,
-    max_bytes: int,
-    max_scan: int,
-) -> ScanResult: ...
+pull_scan = pull_scan_py

@@ -38,23 +38,6 @@ pmq_pull_init(void)
 /* Outcome of a step: go on, or hand the whole call to the reference (no exception set). */
 enum { OK = 0, OFF_PATH = -1 };
 
-static inline int64_t
-load_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v = (v << 8) | p[i];
-    }
-    return (int64_t)v;
-}
-
-static inline int32_t
-load_be32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
-                     | (uint32_t)p[3]);
-}
-
 /* An exact int in [lo, hi). */
 static int
 as_int64(PyObject *v, int64_t lo, int64_t hi, int64_t *out)

@@ -113,7 +113,7 @@ LIMIT = st.one_of(st.integers(-1, 45), st.sampled_from([1 << 62, 1 << 70]))
 BYTES = st.one_of(st.integers(-1, 400), st.sampled_from([1 << 62, 1 << 70]))
 
 
-@settings(max_examples=600, deadline=None, database=None, derandomize=True)
+@settings(deadline=None, database=None, derandomize=True)
 @given(data=st.data())
 def test_pull_scan_matches_the_reference(data: st.DataObject) -> None:
     cl, cl_size = data.draw(commitlogs())
@@ -199,7 +199,7 @@ def fill(store: MessageStore, puts: list[tuple[int, int, str | None, int]]) -> N
     asyncio.run(run())
 
 
-@settings(max_examples=25, deadline=None, database=None, derandomize=True)
+@settings(max_examples=30, deadline=None, database=None, derandomize=True)
 @given(
     puts=st.lists(PUT, max_size=70),
     max_bytes=st.sampled_from([256 * 1024, 1500, 1]),
