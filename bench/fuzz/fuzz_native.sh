@@ -24,7 +24,8 @@ clang -fsanitize=fuzzer,address,undefined -g -O1 bench/fuzz/fuzz_decode.c \
     $("$CONFIG" --embed --cflags) $("$CONFIG" --embed --ldflags) -o "$WORK/fuzz_decode"
 PYTHONPATH="$WORK/lib" "$PY" - "$WORK/corpus" <<'PY'
 import pathlib, sys
-from pocketmq.protocol.message import MessageExt, encode_record
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.record_codec import encode_record
 out = pathlib.Path(sys.argv[1])
 msgs = [
     MessageExt(topic="T", body=b"x" * 40, properties={"UNIQ_KEY": "U", "TAGS": "a"}),
