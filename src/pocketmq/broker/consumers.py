@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.broker.connections import DEFAULT_LANGUAGE, Connection
 from pocketmq.broker.filtering import Subscription
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 class ClientInfo:
     client_id: str
     last_update_ms: int
+    # What the client's heartbeat said of itself (ClientChannelInfo's language and version).
+    language: str = DEFAULT_LANGUAGE
+    version: int = 0
 
 
 @dataclass(slots=True)
@@ -80,7 +84,12 @@ class ConsumerManager:
         info.consume_from_where = data.get("consumeFromWhere")
         info.update_subscriptions(subscriptions)
         before = info.client_ids()
-        info.channels[channel] = ClientInfo(client_id, self.clock.now_ms())
+        info.channels[channel] = ClientInfo(
+            client_id,
+            self.clock.now_ms(),
+            str(channel.attributes.get("language", DEFAULT_LANGUAGE)),
+            int(channel.attributes.get("version", 0)),
+        )
         if info.client_ids() != before:
             log.info("consumer %s joined group %s", client_id, group)
             self._notify(info)
@@ -138,3 +147,13 @@ class ConsumerManager:
         info = self.groups.get(group)
         channels = info.channels.items() if info else ()
         return next((ch for ch, c in channels if c.client_id == client_id), None)
+
+    def connections(self, group: str) -> list[Connection]:
+        """The group's live consumers as GET_CONSUMER_CONNECTION_LIST lists them."""
+        info = self.groups.get(group)
+        channels = info.channels.items() if info else ()
+        return [Connection(c.client_id, ch.peer, c.language, c.version) for ch, c in channels]
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The online groups subscribing to topic (ConsumerManager.queryTopicConsumeByWho)."""
+        return {name for name, info in self.groups.items() if topic in info.subscriptions}

@@ -69,3 +69,22 @@ class ConsumerOffsetManager:
             if len(parts) == 2 and parts[1] == group:
                 topics.add(parts[0])
         return topics
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups with committed offsets in topic (whichGroupByTopic)."""
+        groups: set[str] = set()
+        for key in self.table:
+            parts = key.split("@")
+            if len(parts) == 2 and parts[0] == topic:
+                groups.add(parts[1])
+        return groups
+
+    def clone(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Give dest_group src_group's offsets in topic (cloneOffset: the destination's
+        queues are replaced as a whole); False when the source has none there."""
+        queues = self.table.get(f"{topic}@{src_group}")
+        if queues is None:
+            return False
+        self.table[f"{topic}@{dest_group}"] = dict(queues)
+        self._dirty = True
+        return True
