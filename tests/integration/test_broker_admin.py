@@ -17,7 +17,7 @@ import pytest
 from client_helpers import FAST_FROM_FIRST, Collector
 from server_procs import ServerProcess
 
-from pocketmq.client import Producer, PushConsumer, SendStatus, message
+from pocketmq.client import Producer, PushConsumer, SendResult, SendStatus, message
 from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -142,9 +142,11 @@ async def test_admin_codes_and_verbs_show_the_tests_traffic(cluster: TwoBrokers)
     try:
         await create_topic(inst, cluster)
         async with Producer(PRODUCER_GROUP, ns) as producer, consumer:
+            results = []
             for i in range(SENT):
-                sent = await producer.send(message(TOPIC, b"m%d" % i, tags="TagA"))
+                sent = await producer.send(message(TOPIC, b"m%d" % i, tags="TagA", keys=f"K{i}"))
                 assert sent.status == SendStatus.SEND_OK
+                results.append(sent)
             await collector.wait_for(SENT)
             # The producer's periodic heartbeat (30 s), now that it knows both brokers.
             await producer.instance.send_heartbeat()
@@ -154,6 +156,7 @@ async def test_admin_codes_and_verbs_show_the_tests_traffic(cluster: TwoBrokers)
                               consumer.instance.client_id)  # fmt: skip
             await check_verbs(ns, cluster, producer.instance.client_id,
                               consumer.instance.client_id)  # fmt: skip
+            await check_query_msg(ns, results[3])
         await check_config(inst, cluster, a, b)
     finally:
         await inst.close()
@@ -285,3 +288,29 @@ async def check_config(inst: ClientInstance, cluster: TwoBrokers, a: str, b: str
     rows = await admin_json(ns, "get-broker-config", "-b", b)
     assert {"broker": b, "key": "maxMessageSize", "value": "65536"} in rows
     assert {"broker": b, "key": "brokerName", "value": "broker-b"} in rows
+
+
+async def check_query_msg(ns: str, sent: SendResult) -> None:
+    """Each query verb finds the message and its track (MessageTrack: the online group
+    CONSUMED it, the cloned groups, which never came online, are NOT_ONLINE)."""
+    want = {GROUP: "CONSUMED", "CG_CLONE_RAW": "NOT_ONLINE", "CG_CLONE_CLI": "NOT_ONLINE"}
+    mq = sent.message_queue
+    for args in (
+        ("query-msg-by-id", "-i", sent.offset_msg_id),
+        ("query-msg-by-unique-key", "-t", TOPIC, "-i", sent.msg_id),
+        ("query-msg-by-key", "-t", TOPIC, "-k", "K3"),
+        ("query-msg-by-offset", "-t", TOPIC, "-b", mq.broker_name, "-i", str(mq.queue_id),
+         "-o", str(sent.queue_offset)),
+    ):  # fmt: skip
+        [msg] = await admin_json(ns, *args)
+        assert (msg["msgId"], msg["offsetMsgId"], msg["body"]) == (
+            sent.msg_id,
+            sent.offset_msg_id,
+            "m3",
+        ), args
+        assert msg["keys"] == "K3" and msg["tags"] == "TagA" and msg["queueId"] == mq.queue_id
+        assert {t["group"]: t["trackType"] for t in msg["tracks"]} == want, args
+    table = await admin(ns, "query-msg-by-id", "-i", sent.offset_msg_id)
+    assert sent.msg_id in table and "CONSUMED" in table
+    err = await admin(ns, "query-msg-by-key", "-t", TOPIC, "-k", "NoSuchKey", code=1)
+    assert "no message of T_ADMIN has the key NoSuchKey" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from fake_transport import connected_channel
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.config_update import (
