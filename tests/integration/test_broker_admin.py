@@ -157,6 +157,7 @@ async def test_admin_codes_and_verbs_show_the_tests_traffic(cluster: TwoBrokers)
             await check_verbs(ns, cluster, producer.instance.client_id,
                               consumer.instance.client_id)  # fmt: skip
             await check_query_msg(ns, results[3])
+            await check_send_rt(ns)
         await check_config(inst, cluster, a, b)
     finally:
         await inst.close()
@@ -314,3 +315,12 @@ async def check_query_msg(ns: str, sent: SendResult) -> None:
     assert sent.msg_id in table and "CONSUMED" in table
     err = await admin(ns, "query-msg-by-key", "-t", TOPIC, "-k", "NoSuchKey", code=1)
     assert "no message of T_ADMIN has the key NoSuchKey" in err
+
+
+async def check_send_rt(ns: str) -> None:
+    """check-msg-send-rt sends to every write queue in turn; topic-status counts the sends."""
+    rows = await admin_json(ns, "check-msg-send-rt", "-t", TOPIC, "-a", "8", "-s", "64")
+    assert [(r["sent"], r["ok"], r["error"]) for r in rows] == [(2, 2, "")] * 4
+    assert all(r["maxRtMs"] >= r["avgRtMs"] > 0 for r in rows)
+    status = await admin_json(ns, "topic-status", "-t", TOPIC)
+    assert sum(q["maxOffset"] for q in status) == SENT + 8

@@ -1,8 +1,8 @@
 """``pocketmq admin`` verbs over the broker admin codes mqadmin uses for topics, groups and
 broker settings: topic-status (202), topic-cluster-list, consumer-connection (203),
 producer-connection (204), topic-consumed-by (300), clone-group-offset (314),
-get-broker-config (26) and update-broker-config (25). The requests are the admin library's;
-this module parses options and prints (tables, or ``--json``).
+get-broker-config (26), update-broker-config (25) and check-msg-send-rt (310). The requests
+are the admin library's; this module parses options and prints (tables, or ``--json``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import time
 import click
 
 from pocketmq import admin as admin_lib
-from pocketmq.admin import broker_config, connections, offsets_clone, topic_stats
+from pocketmq.admin import broker_config, connections, offsets_clone, send_rt, topic_stats
 from pocketmq.admin.topic_stats import route_masters
 from pocketmq.cli.admin import run_admin
-from pocketmq.cli.output import emit_json, emit_table, json_option
+from pocketmq.cli.output import emit_json, emit_table, json_option, progress
 from pocketmq.protocol.codes import RequestCode
 
 
@@ -179,7 +179,39 @@ def update_broker_config(
     emit_table(["broker", "result"], run_admin(namesrv, go), as_json=as_json)
 
 
+@click.command("check-msg-send-rt")
+@click.option("-t", "--topic", required=True)
+@click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True)
+@click.option("-s", "--size", type=click.IntRange(1), default=128, show_default=True,
+              help="Body size in bytes.")  # fmt: skip
+@json_option
+@click.pass_obj
+def check_msg_send_rt(namesrv: str, topic: str, amount: int, size: int, as_json: bool) -> None:
+    """Send AMOUNT messages to the topic's write queues in turn and report the round trips
+    per queue (the sends are real messages, stored like any other)."""
+
+    async def go(c: admin_lib.AdminClient) -> list[send_rt.SendSample]:
+        queues = await send_rt.topic_write_queues(c, topic)
+        body = b"x" * size
+        targets = [queues[i % len(queues)] for i in range(amount)]
+        return [await send_rt.send_one(c, q, topic, body) for q in progress(targets, "sending")]
+
+    samples = run_admin(namesrv, go)
+    by_queue: dict[tuple[str, int], list[send_rt.SendSample]] = {}
+    for sample in samples:
+        by_queue.setdefault((sample.queue.broker_name, sample.queue.queue_id), []).append(sample)
+    rows = [(b, q, len(s), sum(x.ok for x in s),
+             round(sum(x.rt_ms for x in s) / len(s), 3), round(max(x.rt_ms for x in s), 3),
+             next((x.detail for x in s if not x.ok), ""))
+            for (b, q), s in sorted(by_queue.items())]  # fmt: skip
+    avg = sum(x.rt_ms for x in samples) / len(samples)
+    columns = ["broker", "queue", "sent", "ok", "avgRtMs", "maxRtMs", "error"]
+    footer = f"avg RT {avg:.3f} ms over {len(samples)} sends"
+    emit_table(columns, rows, as_json=as_json, footer=footer)
+
+
 GROUPS_TOPICS_VERBS = (
     topic_status, topic_cluster_list, consumer_connection, producer_connection,
     topic_consumed_by, clone_group_offset, get_broker_config, update_broker_config,
+    check_msg_send_rt,
 )  # fmt: skip
