@@ -59,12 +59,12 @@ from pocketmq.protocol.names import (
     is_writeable,
     retry_topic,
 )
-from pocketmq.remoting import RemotingChannel
 from pocketmq.store import GetResult, MessageFilter, PutResult
 from pocketmq.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
+    from pocketmq.broker.consumers import ConsumerChannel
 
 log = logging.getLogger(__name__)
 
@@ -474,7 +474,7 @@ class MessagingService:
 
     def register_consumer(
         self,
-        channel: RemotingChannel,
+        channel: ConsumerChannel,
         client_id: str,
         consumer: dict[str, Any],
         subscriptions: list[SubscriptionData],
