@@ -271,6 +271,21 @@ async def check_config(inst: ClientInstance, cluster: TwoBrokers, a: str, b: str
     resp = await invoke(inst, a, RequestCode.GET_BROKER_CONFIG, {})
     assert json.loads(resp.ext_fields["version"])["counter"] == 1
 
+    # brokerPermission applies at once: broker-a re-registers its topics read-only (4), as
+    # registerBrokerAll does, and refuses sends.
+    await admin(ns, "update-broker-config", "-b", a, "-k", "brokerPermission", "-v", "4")
+
+    async def route_perm() -> int | None:
+        resp = await invoke(inst, ns, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+        queues = json_body.loads(resp.body)["queueDatas"]
+        return next((q["perm"] for q in queues if q["brokerName"] == "broker-a"), None)
+
+    await wait_until(lambda: _eq(route_perm(), 4), 20, "broker-a's route read-only")
+    err = await admin(ns, "check-msg-send-rt", "-t", TOPIC, "-a", "4", "--json")
+    assert '"ok": 0' in err and "code 16" in err  # NO_PERMISSION on broker-a's queues
+    await admin(ns, "update-broker-config", "-b", a, "-k", "brokerPermission", "-v", "6")
+    await wait_until(lambda: _eq(route_perm(), 6), 20, "broker-a's route writable again")
+
     # A bad key or value is refused with the reason, and nothing changes.
     err = await admin(ns, "update-broker-config", "-b", a, "-k", "noSuchKey", "-v", "1", code=1)
     assert f"code {ResponseCode.INVALID_PARAMETER}" in err and "noSuchKey" in err

@@ -208,5 +208,7 @@ class BrokerConfigurator:
         log.info("broker config updated: %s (after a restart: %s)",
                  change.accepted, change.after_restart or "none")  # fmt: skip
         if "brokerPermission" in change.accepted:
+            # The topics register with the new permission (registerBrokerAll).
+            self.broker.topics.next_version()
             self.broker.register_soon()
         return change
