@@ -198,13 +198,13 @@ async def track(client: AdminClient, msg: MessageExt) -> list[MessageTrack]:
         if consumed:
             kind = TrackType.CONSUMED
             sub = cc.subscriptions.get(msg.topic)
-            if sub is not None and _filtered(sub.get("tagsSet"), msg.tags):
+            if sub is not None and filtered_by_tags(sub.get("tagsSet"), msg.tags):
                 kind = TrackType.CONSUMED_BUT_FILTERED
         out.append(MessageTrack(group, kind))
     return out
 
 
-def _filtered(tags_set: object, tags: str | None) -> bool:
+def filtered_by_tags(tags_set: object, tags: str | None) -> bool:
     """The subscription's tagsSet leaves the message's tag out (an empty set, as a SQL92
     subscription has, or "*" takes every tag)."""
     if not isinstance(tags_set, list) or not tags_set or SUB_ALL in tags_set:
