@@ -25,6 +25,12 @@ def _time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
+def _emit_connections(conns: list[connections.ClientConnection], as_json: bool, title: str) -> None:
+    rows = [(x.client_id, x.client_addr, x.language, x.version) for x in conns]
+    emit_table(["clientId", "clientAddr", "language", "version"], rows, as_json=as_json,
+               title=title)  # fmt: skip
+
+
 @click.command("topic-status")
 @click.option("-t", "--topic", required=True)
 @json_option
@@ -68,9 +74,7 @@ def consumer_connection(namesrv: str, group: str, as_json: bool) -> None:
             "messageModel": cc.message_model, "consumeFromWhere": cc.consume_from_where,
         })  # fmt: skip
         return
-    emit_table(["clientId", "clientAddr", "language", "version"],
-               [(x.client_id, x.client_addr, x.language, x.version) for x in cc.connections],
-               as_json=False, title=f"consumers of {group}")  # fmt: skip
+    _emit_connections(cc.connections, False, f"consumers of {group}")
     emit_table(["topic", "subExpression", "type"],
                [(t, s.get("subString"), s.get("expressionType"))
                 for t, s in cc.subscriptions.items()], as_json=False,
@@ -86,9 +90,7 @@ def consumer_connection(namesrv: str, group: str, as_json: bool) -> None:
 def producer_connection(namesrv: str, group: str, topic: str, as_json: bool) -> None:
     """A producer group's live connections, as the brokers of one of its topics see them."""
     conns = run_admin(namesrv, lambda c: connections.producer_connection(c, group, topic))
-    emit_table(["clientId", "clientAddr", "language", "version"],
-               [(x.client_id, x.client_addr, x.language, x.version) for x in conns],
-               as_json=as_json, title=f"producers of {group}")  # fmt: skip
+    _emit_connections(conns, as_json, f"producers of {group}")
 
 
 @click.command("topic-consumed-by")
