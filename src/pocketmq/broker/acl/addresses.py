@@ -65,8 +65,9 @@ def _range_matcher(pattern: str) -> AddressMatcher:
     ipv6 = ":" in pattern
     parts = [p.strip() for p in (_ipv6_parts(pattern) if ipv6 else pattern.split("."))]
     base, top, width = (16, 0xFFFF, 8) if ipv6 else (10, 255, 4)
-    if len(parts) != width:
-        raise ConfigError(f"remote address pattern {pattern!r}: expected {width} parts")
+    # Parts after the range may be left out: "192.168.*" is "192.168.*.*".
+    if len(parts) > width:
+        raise ConfigError(f"remote address pattern {pattern!r}: more than {width} parts")
     ranged = [
         (index, bounds)
         for index, part in enumerate(parts)
