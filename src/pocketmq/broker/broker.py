@@ -50,7 +50,13 @@ from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
+from pocketmq.remoting import (
+    Dispatcher,
+    RemotingChannel,
+    RemotingClient,
+    RemotingServer,
+    RequestHandler,
+)
 from pocketmq.store import MessageStore
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
@@ -124,7 +130,8 @@ class Broker:
                 self.config.acl_plain_file,
                 watch_interval_ms=self.config.acl_file_watch_interval_ms,
             )
-            await acl.start()
+            # First: a bad file stops the start before anything is opened.
+            await asyncio.to_thread(acl.load)
             self.acl = acl
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
@@ -192,7 +199,10 @@ class Broker:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
         register_all(self, self.dispatcher)
-        handler = self.dispatcher if self.acl is None else self.acl.gate(self.dispatcher)
+        handler: RequestHandler = self.dispatcher
+        if self.acl is not None:
+            self.acl.watch()
+            handler = self.acl.gate(self.dispatcher)
         self.server = RemotingServer(handler, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self._on_channel_closed

@@ -3,12 +3,15 @@ that do not decode, and (with the broker's ACL on) requests the ACL refuses."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
+
+log = logging.getLogger(__name__)
 
 # The generated servicer is untyped; handlers take the context of any call.
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
@@ -109,6 +112,8 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
                     f"{method}: undecodable request: {request.error}",
                 )
             if admit is not None and (why := admit(request, context)) is not None:
+                log.warning("ACL refused %s from %s with PERMISSION_DENIED: %s",
+                            method, context.peer(), why)  # fmt: skip
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, why)
 
         if handler.unary_unary is not None:

@@ -18,8 +18,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from pocketmq.protocol.remoting import RemotingCommand
 
@@ -31,13 +30,16 @@ UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"
 V4_9_3: Final = 399
 
 
-@dataclass(frozen=True, slots=True)
-class SessionCredentials:
+class SessionCredentials(NamedTuple):
     """An access key and its secret (and, optionally, a security token sent along)."""
 
     access_key: str
     secret_key: str
     security_token: str | None = None
+
+    def __repr__(self) -> str:
+        # Configs and errors get printed: the secret stays out of them.
+        return f"SessionCredentials(access_key={self.access_key!r}, secret_key='***')"
 
 
 def _java_order(key: str) -> bytes:

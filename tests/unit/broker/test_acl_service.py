@@ -99,7 +99,6 @@ def test_the_gate_answers_a_refusal_as_rocketmq_and_never_calls_the_handler(
     assert isinstance(answer, RemotingCommand)
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert answer.remark == (
-        "org.apache.rocketmq.acl.common.AclException: "
-        "Check signature failed for accessKey=RocketMQ"
+        "org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=RocketMQ"
     )
     assert reached == [RequestCode.SEND_MESSAGE]

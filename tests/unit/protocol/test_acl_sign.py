@@ -62,3 +62,8 @@ def test_keys_sort_like_java_strings_by_utf16_code_units() -> None:
     # the opposite.
     fields = {"\uffff": "bmp", "\U00010000": "astral"}
     assert signing_content(fields, b"", version=401) == b"astralbmp"
+
+
+def test_credentials_never_print_their_secret() -> None:
+    creds = SessionCredentials("RocketMQ", "12345678")
+    assert "12345678" not in repr(creds) and "RocketMQ" in repr(creds)

@@ -106,8 +106,8 @@ class AclService:
         log.info("ACL rules reloaded from %s: %d accounts", self.path, len(rules.accounts))
         return True
 
-    async def start(self) -> None:
-        await asyncio.to_thread(self.load)
+    def watch(self) -> None:
+        """Start looking at the file for changes (after ``load``); ``stop`` ends it."""
         self._task = asyncio.create_task(run_when_due(self._due, asyncio.Event()))
 
     async def _due(self) -> int:
@@ -135,7 +135,8 @@ class AclService:
             try:
                 check(self.rules, remoting_access(cmd, host))
             except AclDenied as exc:
-                log.warning("ACL refused request code %d from %s: %s", cmd.code, channel.peer, exc)
+                log.warning("ACL refused request code %d from %s with code %d: %s",
+                            cmd.code, channel.peer, ResponseCode.SYSTEM_ERROR, exc)  # fmt: skip
                 return cmd.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {exc}")
             return dispatcher(channel, cmd)
 
