@@ -274,3 +274,18 @@ def test_any_request_signed_with_the_secret_passes_and_with_another_fails(
     other = SessionCredentials("RocketMQ", "87654321")
     bad = signed(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(fields), body, creds=other)
     assert refusal(bad) == "Check signature failed for accessKey=RocketMQ"
+
+
+@given(
+    head=st.tuples(st.integers(0, 255), st.integers(0, 255)),
+    low=st.integers(0, 255),
+    span=st.integers(0, 255),
+    address=st.tuples(*[st.integers(0, 255)] * 4),
+)
+def test_ranges_match_exactly_the_addresses_with_the_head_and_a_part_in_range(
+    head: tuple[int, int], low: int, span: int, address: tuple[int, int, int, int]
+) -> None:
+    high = min(255, low + span)
+    matcher = compile_pattern(f"{head[0]}.{head[1]}.{low}-{high}.*")
+    inside = address[:2] == head and low <= address[2] <= high
+    assert matcher(".".join(map(str, address))) is inside
