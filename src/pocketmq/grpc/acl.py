@@ -30,6 +30,7 @@ GetOffset, QueryOffset               leaves these out of ACL 1.0; read like a 4.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from pocketmq.broker.acl import AccessRequest, AclDenied, AclService
@@ -122,7 +123,11 @@ def _resources(request: Any) -> dict[str, int]:
     return needed
 
 
-def _settings_resources(settings: pb.Settings, topic: Any, group: Any) -> None:
+def _settings_resources(
+    settings: pb.Settings,
+    topic: Callable[[pb.Resource, int], None],
+    group: Callable[[pb.Resource], None],
+) -> None:
     if settings.HasField("publishing"):
         for resource in settings.publishing.topics:
             topic(resource, PUB)
