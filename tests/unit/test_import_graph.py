@@ -160,3 +160,16 @@ def test_nothing_imports_the_cli() -> None:
             m for m in _imports(module) if m == "pocketmq.cli" or m.startswith("pocketmq.cli.")
         )
         assert not cli, f"{module} imports {cli}"
+
+
+def test_testing_reaches_only_the_protocol() -> None:
+    # A user's test process imports pocketmq.testing next to its own clients (the 5.x client's
+    # protobuf code clashes with pocketmq.grpc's): the server runs in a child process.
+    allowed = ("pocketmq.testing", "pocketmq.protocol", "pocketmq.errors")
+    for module in _modules():
+        if not module.startswith("pocketmq.testing"):
+            continue
+        reached = sorted(
+            m for m in _reachable(module) if m.startswith("pocketmq.") and not m.startswith(allowed)
+        )
+        assert not reached, f"{module} reaches {reached}"
