@@ -145,15 +145,19 @@ class PocketMQServer:
             "--host", self.host, "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0",
             "--ready-file", str(workdir / "ready.json"), "--stop-on-stdin-eof",
         ]  # fmt: skip
-        if self.broker_conf:
-            conf = workdir / "broker.conf"
-            conf.write_text("".join(f"{k}={v}\n" for k, v in self.broker_conf.items()))
-            args += ["-c", str(conf)]
-        with open(workdir / "serve.log", "wb") as log:
-            self._proc = subprocess.Popen(
-                args, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                env=self._child_env(workdir), start_new_session=True,
-            )  # fmt: skip
+        try:
+            if self.broker_conf:
+                conf = workdir / "broker.conf"
+                conf.write_text("".join(f"{k}={v}\n" for k, v in self.broker_conf.items()))
+                args += ["-c", str(conf)]
+            with open(workdir / "serve.log", "wb") as log:
+                self._proc = subprocess.Popen(
+                    args, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                    cwd=workdir, env=self._child_env(workdir), start_new_session=True,
+                )  # fmt: skip
+        except BaseException:
+            self.stop(check=False)
+            raise
         self._deadline = time.monotonic() + self.startup_timeout_s
 
     @staticmethod
