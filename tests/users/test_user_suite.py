@@ -56,7 +56,7 @@ def test_a_users_suite_runs_with_the_installed_plugin(tmp_path: Path) -> None:
         "--basetemp", str(base), cwd=project,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout, done.stdout
+    assert "5 passed" in done.stdout, done.stdout
     assert "plugins:" in done.stdout and "pocketmq-" in done.stdout  # through the entry point
     assert not list(base.glob("pocketmq-*")), "a server's directory was left behind"
 

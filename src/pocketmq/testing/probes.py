@@ -28,7 +28,12 @@ def _address(addr: str) -> tuple[str, int]:
 
 
 def remoting_call(
-    addr: str, code: int, fields: dict[str, Any] | None = None, *, timeout_s: float = 5.0
+    addr: str,
+    code: int,
+    fields: dict[str, Any] | None = None,
+    *,
+    body: bytes = b"",
+    timeout_s: float = 5.0,
 ) -> RemotingCommand:
     """Send one remoting request to ``addr`` (``host:port``) and return the response.
 
@@ -38,7 +43,7 @@ def remoting_call(
     """
     conn = RemotingConnection()
     with socket.create_connection(_address(addr), timeout=timeout_s) as sock:
-        sock.sendall(conn.send(RemotingCommand.request(code, fields)))
+        sock.sendall(conn.send(RemotingCommand.request(code, fields, body)))
         while True:
             data = sock.recv(65536)
             if not data:

@@ -312,7 +312,7 @@ class PocketMQServer:
         fields: dict[str, Any] = {
             "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY, "readQueueNums": queues,
             "writeQueueNums": queues, "perm": PERM_READ_WRITE, "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0, "order": message_type == "FIFO",
+            "topicSysFlag": 0, "order": False,
         }  # fmt: skip
         if message_type is not None:
             fields["attributes"] = f"+message.type={message_type}"
@@ -329,6 +329,27 @@ class PocketMQServer:
             if time.monotonic() >= deadline:
                 raise ServerError(f"the NameServer had no route for {topic} after {timeout_s:g} s")
             time.sleep(_POLL_INTERVAL_S)
+
+    def create_group(self, group: str, *, fifo: bool = False, retry_max_times: int = 16) -> None:
+        """Create or replace consumer group ``group`` (as ``mqadmin updateSubGroup``).
+        A 5.x FIFO consumer needs ``fifo=True`` (consumeMessageOrderly); other groups are
+        created on first use.
+
+        Raises:
+            ServerError: the broker refused.
+        """
+        from pocketmq.protocol import json_body
+        from pocketmq.protocol.codes import RequestCode, ResponseCode
+        from pocketmq.testing.probes import remoting_call
+
+        # Members left out keep the broker's defaults (RocketMQ's SubscriptionGroupConfig).
+        body = {"groupName": group, "consumeMessageOrderly": fifo, "retryMaxTimes": retry_max_times}
+        resp = remoting_call(
+            self.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            body=json_body.dumps(body),
+        )  # fmt: skip
+        if resp.code != ResponseCode.SUCCESS:
+            raise ServerError(f"creating group {group} failed: code {resp.code} {resp.remark}")
 
     async def create_topic_async(
         self, topic: str, *, queues: int = 8, message_type: str | None = None
