@@ -6,6 +6,7 @@ happens when the server cannot start, is killed, or outlives the process that st
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.testing import PocketMQServer, ServerExitError, ServerStartError
-from waiting import wait_until_sync
+from pocketmq.testing import PocketMQServer, ServerExitError, ServerStartError, server
+from waiting import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +103,36 @@ def test_the_startup_wait_is_bounded(tmp_path: Path) -> None:
     with pytest.raises(ServerStartError, match="did not answer within 0 s"):
         server.start()
     assert gone(server.pid)
+    assert list(tmp_path.iterdir()) == []
+
+
+def servers_under(directory: Path) -> list[int]:
+    """PIDs of the running processes whose command line names ``directory``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(directory).encode() in cmdline and not gone(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+async def test_a_start_cancelled_midway_leaves_no_server(tmp_path: Path) -> None:
+    entered = asyncio.Event()
+
+    async def use() -> None:
+        async with server(parent_dir=tmp_path):
+            entered.set()
+
+    task = asyncio.create_task(use())
+    await wait_until(lambda: servers_under(tmp_path) != [], 30, "the server's process")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not entered.is_set()
+    assert servers_under(tmp_path) == []
     assert list(tmp_path.iterdir()) == []
 
 
