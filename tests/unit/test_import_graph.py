@@ -5,6 +5,7 @@
   boundary to the C extension, imports ``pocketmq._speedups`` and reads ``os.environ``.
 - ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
+- ``admin`` (the admin library) is a client too: the same rule as ``client``.
 - Nothing imports ``cli``.
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run.
@@ -146,7 +147,7 @@ def test_filter_does_no_io_and_imports_only_errors() -> None:
 def test_client_reaches_no_server_side_package() -> None:
     forbidden = ("pocketmq.store", "pocketmq.broker", "pocketmq.namesrv", "pocketmq.grpc")
     for module in _modules():
-        if not module.startswith("pocketmq.client"):
+        if not module.startswith(("pocketmq.client", "pocketmq.admin")):
             continue
         reached = sorted(m for m in _reachable(module) if m.startswith(forbidden))
         assert not reached, f"{module} reaches {reached}"

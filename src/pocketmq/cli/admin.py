@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 import click
 
+from pocketmq import admin as admin_lib
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
+from pocketmq.cli.output import emit_table, json_option
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -45,6 +47,19 @@ def _run(fn: Callable[[RemotingClient], Awaitable[T]]) -> T:
             await client.close()
 
     return asyncio.run(main())
+
+
+def run_admin(namesrv: str, fn: Callable[[admin_lib.AdminClient], Awaitable[T]]) -> T:
+    """Runs fn with an AdminClient on namesrv; the library's errors become CLI errors."""
+
+    async def main() -> T:
+        async with admin_lib.AdminClient(namesrv) as client:
+            return await fn(client)
+
+    try:
+        return asyncio.run(main())
+    except admin_lib.AdminError as exc:
+        raise AdminError(str(exc)) from exc
 
 
 async def _call(
@@ -111,17 +126,19 @@ def admin(ctx: click.Context, namesrv_addr: str) -> None:
 
 
 @admin.command("topic-list")
+@json_option
 @click.pass_obj
-def topic_list(namesrv: str) -> None:
+def topic_list(namesrv: str, as_json: bool) -> None:
     """List every topic the NameServer knows."""
 
-    async def go(c: RemotingClient) -> list[str]:
-        resp = await _call(c, namesrv, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        topics: list[str] = json_body.loads(resp.body)["topicList"]
-        return topics
+    async def go(c: admin_lib.AdminClient) -> list[str]:
+        body = await c.namesrv_json(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        try:
+            return sorted(str(t) for t in body["topicList"])
+        except (KeyError, TypeError) as exc:
+            raise admin_lib.AdminError(f"the NameServer sent a bad topic list: {exc!r}") from exc
 
-    for topic in sorted(_run(go)):
-        click.echo(topic)
+    emit_table(["topic"], [(t,) for t in run_admin(namesrv, go)], as_json=as_json)
 
 
 @admin.command("topic-route")

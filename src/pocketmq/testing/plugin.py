@@ -6,8 +6,8 @@
   what earlier ones left: give each its own topics and groups).
 
 Both yield a ``pocketmq.testing.PocketMQServer``: ``namesrv_addr``, ``grpc_endpoint``,
-``broker_addr``, ``store_dir``, ``create_topic(...)``, ``create_group(...)``. A teardown fails when the server did not
-stop cleanly, with its log tail.
+``broker_addr``, ``store_dir``, ``create_topic(...)``, ``create_group(...)``. A teardown fails
+when the server did not stop cleanly, with its log tail.
 
 Loading the plugin imports only pytest and this module, and starts nothing: a server starts
 only when a test asks for one of the fixtures.
