@@ -6,6 +6,7 @@
 - ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
 - ``admin`` (the admin library) is a client too: the same rule as ``client``.
+- ``testing`` reaches only ``protocol`` and ``errors``: its server is a child process.
 - Nothing imports ``cli``.
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run.
