@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.testing import PocketMQServer, ServerExitError, ServerStartError, server
+from pocketmq.testing import PocketMQServer, ServerError, ServerExitError, ServerStartError, server
 from waiting import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.integration
@@ -96,6 +96,13 @@ def test_a_server_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path) 
         server.start()
     assert "flush_disk_type: cannot use 'BOGUS'" in str(info.value)  # the log's tail
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_server_with_acl_enabled_starts_and_refuses_unsigned_admin(tmp_path: Path) -> None:
+    # Readiness takes any answer from the broker: with ACL on it refuses unsigned requests.
+    acl = PocketMQServer(broker_conf={"aclEnable": "true"}, parent_dir=tmp_path)
+    with acl, pytest.raises(ServerError, match=r"creating topic T failed: code \d+"):
+        acl.create_topic("T")
 
 
 def test_the_startup_wait_is_bounded(tmp_path: Path) -> None:
