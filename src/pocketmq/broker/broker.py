@@ -374,7 +374,10 @@ class Broker:
 
     def _register_request(self) -> RemotingCommand:
         body = json_body.dumps(
-            {"topicConfigSerializeWrapper": self.topics.wrapper(), "filterServerList": []}
+            {
+                "topicConfigSerializeWrapper": self.topics.wrapper(self.config.broker_permission),
+                "filterServerList": [],
+            }
         )
         return RemotingCommand.request(
             RequestCode.REGISTER_BROKER,

@@ -13,6 +13,8 @@ from pocketmq import __version__
 from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_brokers import broker_status
 from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
+from pocketmq.cli.admin_groups_topics import GROUPS_TOPICS_VERBS
+from pocketmq.cli.admin_query_msg import QUERY_MSG_VERBS
 from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
@@ -52,6 +54,8 @@ cli.add_command(dashboard)
 admin.add_command(reset_offset_by_time)
 admin.add_command(consumer_status)
 admin.add_command(broker_status)
+for verb in (*GROUPS_TOPICS_VERBS, *QUERY_MSG_VERBS):
+    admin.add_command(verb)
 
 
 def main() -> None:

@@ -150,6 +150,9 @@ def _broker_config(
         overrides["namesrv_addr"] = namesrv_addr
     if store_dir is not None:
         store_overrides["store_path_root_dir"] = store_dir.resolve()
+    if conf is not None:
+        # UPDATE_BROKER_CONFIG persists what it accepts here.
+        overrides["broker_config_path"] = conf.resolve()
     try:
         props = read_properties(conf) if conf is not None else {}
         return BrokerConfig.from_properties(props, store_overrides=store_overrides, **overrides)

@@ -73,6 +73,7 @@ class MessagingService(
         if not client_id:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
         self.renew_producer(client_id)
+        self.renew_consumer(client_id)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))

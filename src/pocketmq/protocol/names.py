@@ -9,10 +9,12 @@ ExpressionType in RocketMQ). No I/O here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from pocketmq.protocol.properties import tags_code
 
@@ -255,3 +257,31 @@ class SubscriptionData:
     @property
     def is_tag(self) -> bool:
         return is_tag_type(self.expression_type)
+
+    def to_json(self) -> dict[str, Any]:
+        """As fastjson writes RocketMQ's SubscriptionData (tagsSet and codeSet empty for a
+        SQL92 selector or an expression naming no tag)."""
+        tags: frozenset[str] = frozenset()
+        # An expression naming no tag is kept as declared (the pulls relying on it are refused).
+        with contextlib.suppress(TagExpressionError):
+            if self.is_tag:
+                tags = parse_tag_expression(self.expression).tags
+        return subscription_json(
+            self.topic, self.expression, self.expression_type, self.sub_version, tags
+        )
+
+
+def subscription_json(
+    topic: str, expression: str, expression_type: str, version: int, tags: Iterable[str]
+) -> dict[str, Any]:
+    """A SubscriptionData body object, as fastjson writes it."""
+    ordered = sorted(tags)
+    return {
+        "classFilterMode": False,
+        "topic": topic,
+        "subString": expression,
+        "tagsSet": ordered,
+        "codeSet": [tags_code(t) for t in ordered],
+        "subVersion": version,
+        "expressionType": expression_type,
+    }
