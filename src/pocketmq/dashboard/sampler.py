@@ -1,6 +1,7 @@
 """What the dashboard's charts draw: every broker's write rate (bytes/s from its CommitLog max
-offset) and, where the broker reports them, its put and get TPS, sampled every few seconds
-into a bounded history. A broker that does not answer leaves a gap; the loop goes on.
+offset) and, where the broker reports them, its put and get TPS, and the lag of consumer
+groups, sampled every few seconds into a bounded history. A broker that does not answer
+leaves a gap; the loop goes on.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from dataclasses import dataclass
 from pocketmq.admin import AdminClient, AdminError
 from pocketmq.clock import Clock, SystemClock
 from pocketmq.dashboard.cluster import broker_runtime_info
+from pocketmq.dashboard.groups import group_names, group_stats
 
 log = logging.getLogger(__name__)
+
+# The lag of at most this many groups is sampled (one GET_CONSUME_STATS per master each).
+MAX_SAMPLED_GROUPS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,7 @@ class Sampler:
         self.keep = keep
         self.clock = clock if clock is not None else SystemClock()
         self.history: dict[str, deque[Sample]] = {}
+        self.lag_history: dict[str, deque[tuple[float, float]]] = {}
 
     def record(self, addr: str, info: dict[str, str]) -> None:
         sample = Sample(
@@ -56,6 +62,10 @@ class Sampler:
         )
         self.history.setdefault(addr, deque(maxlen=self.keep)).append(sample)
 
+    def record_lag(self, group: str, lag: int) -> None:
+        history = self.lag_history.setdefault(group, deque(maxlen=self.keep))
+        history.append((self.clock.now_ms() / 1000, float(lag)))
+
     async def sample_once(self) -> None:
         cluster = await self.admin.cluster_info()
         for addrs in cluster.brokers.values():
@@ -64,6 +74,11 @@ class Sampler:
                     self.record(addr, await broker_runtime_info(self.admin, addr))
                 except AdminError as exc:
                     log.info("dashboard: no runtime info from %s: %s", addr, exc)
+        for group in (await group_names(self.admin))[:MAX_SAMPLED_GROUPS]:
+            try:
+                self.record_lag(group, (await group_stats(self.admin, group)).lag)
+            except AdminError as exc:
+                log.info("dashboard: no consume stats of %s: %s", group, exc)
 
     async def run(self) -> None:
         while True:

@@ -96,6 +96,22 @@ def group_of_retry_topic(topic: str) -> str:
     return topic[len(RETRY_GROUP_TOPIC_PREFIX) :] if is_retry_topic(topic) else topic
 
 
+# MixAll.TOOLS_CONSUMER_GROUP: the group admin tools pull with.
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+# Groups the broker and RocketMQ's tools use themselves (MixAll's names, and
+# isSysConsumerGroup's CID_RMQ_SYS_ prefix); consoles leave them out of group lists.
+_SYSTEM_GROUPS: Final = frozenset(
+    {TOOLS_CONSUMER_GROUP, "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER", "CLIENT_INNER_PRODUCER",
+     "SELF_TEST_P_GROUP", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION",
+     "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL"}
+)  # fmt: skip
+_SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
+
+
+def is_system_group(group: str) -> bool:
+    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIX)
+
+
 def is_system_topic(topic: str) -> bool:
     """A topic only the broker writes: producers may not send to it (TopicValidator)."""
     return topic in _SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
