@@ -41,14 +41,25 @@ def read_properties(path: Path | str) -> dict[str, str]:
     Raises:
         ConfigError: the file cannot be read or parsed.
     """
-    props = Properties()
     try:
         with open(path, "rb") as f:
-            props.load(f, "utf-8")
+            data = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    return parse_properties(data, f"config file {path}")
+
+
+def parse_properties(data: bytes, what: str = "properties") -> dict[str, str]:
+    """Parse Java properties text (UTF-8), as RocketMQ's MixAll.string2Properties does.
+
+    Raises:
+        ConfigError: the text cannot be parsed (what names it in the message).
+    """
+    props = Properties()
+    try:
+        props.load(data, "utf-8")
     except Exception as exc:  # jproperties raises its own parse errors
-        raise ConfigError(f"cannot parse config file {path}: {exc}") from exc
+        raise ConfigError(f"cannot parse {what}: {exc}") from exc
     return {str(k): str(v.data).strip() for k, v in props.items()}
 
 

@@ -34,6 +34,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
         payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as exc:
         raise StoreError(f"cannot write {path}: the value is not serializable: {exc}") from exc
+    write_bytes_atomic(path, payload)
+
+
+def write_bytes_atomic(path: Path, payload: bytes) -> None:
+    """Replace path with payload (fsynced, the previous version kept as path.bak).
+
+    Raises:
+        StoreError: the file cannot be written; no partial file is left behind.
+    """
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
     try:

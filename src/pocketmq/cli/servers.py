@@ -209,7 +209,8 @@ def serve(
         stop = stop_on_signals()
         namesrv_server, ns_port = await start_namesrv(
             NamesrvConfig(listen_host=host, listen_port=namesrv_port,
-                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
+                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json",
+                          config_store_path=store_dir.resolve() / "namesrv" / "namesrv.properties")
         )  # fmt: skip
         config = _broker_config(conf, store_dir, f"{host}:{broker_port}", f"{host}:{ns_port}")
         try:
