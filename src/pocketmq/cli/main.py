@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 import click
 
 from pocketmq import __version__
+from pocketmq.cli import admin_brokers, admin_consumers, admin_messages
 from pocketmq.cli.admin import admin
-from pocketmq.cli.admin_brokers import broker_status
-from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
@@ -47,9 +46,10 @@ cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(serve)
 cli.add_command(admin)
-admin.add_command(reset_offset_by_time)
-admin.add_command(consumer_status)
-admin.add_command(broker_status)
+for _module in (admin_brokers, admin_consumers, admin_messages):
+    for _verb in vars(_module).values():
+        if isinstance(_verb, click.Command) and not isinstance(_verb, click.Group):
+            admin.add_command(_verb)
 
 
 def main() -> None:

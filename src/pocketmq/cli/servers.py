@@ -28,7 +28,8 @@ from pocketmq.cli.options import (
 from pocketmq.conf import read_properties
 from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
-from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol import native
 
 
