@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import struct
 import time
@@ -435,7 +436,9 @@ class NameServer:
             log.info("settings from %s: %s", path, changed)
 
     def get_config(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        body = ns_config.to_properties_text(self.config).encode()
+        # The port bound, where the config asked for any (0).
+        bound = dataclasses.replace(self.config, listen_port=self.port)
+        body = ns_config.to_properties_text(bound).encode()
         return cmd.response(ResponseCode.SUCCESS, body=body)
 
     def update_config(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
