@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_helpers import FAST_FROM_FIRST
 from server_procs import ServerProcess
 
 from pocketmq.client import Producer, message
@@ -279,3 +280,132 @@ def test_unsupported_codes_are_logged_once_per_server(cluster: Cluster) -> None:
         # Our client's version (MQVersion V4_9_4) and LanguageCode, and its address.
         assert "WARNING" in lines[0] and "from 127.0.0.1:" in lines[0]
         assert "V4_9_4 (401)" in lines[0] and "PYTHON" in lines[0]
+
+
+def test_every_ported_verb_as_table_and_json(cluster: Cluster) -> None:
+    ns = cluster.namesrv.addr
+    a, b = cluster.addrs["broker-a"], cluster.addrs["broker-b"]
+    ok(ns, "update-topic", "-t", "VerbT", "-r", "1", "-w", "1")
+    assert table(ns, "cluster-list") == [
+        ["cluster", "broker", "id", "address"],
+        ["DefaultCluster", "broker-a", "0", a],
+        ["DefaultCluster", "broker-b", "0", b],
+    ]
+    assert rows(ns, "cluster-list")[1] == {
+        "cluster": "DefaultCluster", "broker": "broker-b", "id": 0, "address": b,
+    }  # fmt: skip
+    status = rows(ns, "broker-status")
+    # BrokerRuntimeInfo (KVTable) members: brokerRole, commitLogMaxOffset.
+    assert [(r["broker"], r["role"]) for r in status] == [
+        ("broker-a", "ASYNC_MASTER"), ("broker-b", "ASYNC_MASTER"),
+    ]  # fmt: skip
+    assert all(int(r["max offset"]) >= 0 for r in status)
+    assert table(ns, "broker-status")[0][:5] == ["cluster", "broker", "id", "address", "role"]
+
+    def routed() -> bool:
+        return "VerbT" in [r["topic"] for r in rows(ns, "topic-list")]
+
+    wait_until_cli(routed, "VerbT in the topic list")
+    assert ["VerbT"] in table(ns, "topic-list")
+    assert "VerbT" in [r["topic"] for r in rows(ns, "topic-list", "-c", "DefaultCluster")]
+    assert [r["topic"] for r in rows(ns, "topic-list", "-c", "NoCluster")] == []
+    # One message on each broker, through send-message's route choice and the topic's queue.
+    sent = [rows(ns, "send-message", "-t", "VerbT", "-p", f"body-{i}", "--tags", "T", "-k",
+                 f"K{i}")[0] for i in range(6)]  # fmt: skip
+    assert {s["offset"] for s in sent} == set(range(6))
+    assert all(len(s["msgId"]) == 32 and s["offsetMsgId"] for s in sent)
+    got = rows(ns, "consume-message", "-t", "VerbT", "-c", "3")
+    assert [(m["offset"], m["body"], m["keys"], m["tags"]) for m in got] == [
+        (i, f"body-{i}", f"K{i}", "T") for i in range(3)
+    ]
+    assert got[0]["msgId"] == sent[0]["msgId"]  # the UNIQ_KEY the message was sent with
+    consumed = table(ns, "consume-message", "-t", "VerbT", "-c", "1")
+    assert consumed[0] == ["broker", "queue", "offset", "tags", "keys", "msgId", "body"]
+    assert consumed[1][-1] == "body-0"
+    # The tools group registered only while it read.
+    assert admin(ns, "consumer-status", "-g", "TOOLS_CONSUMER").returncode == 1
+
+    # Groups: create, read back (SubscriptionGroupConfig members), progress, live consumers.
+    made = rows(ns, "update-subscription-group", "-g", "CG_VERBS", "-r", "5")
+    assert sorted((m["broker"], m["retryMaxTimes"]) for m in made) == sorted([(a, 5), (b, 5)])
+    assert table(ns, "update-subscription-group", "-g", "CG_VERBS", "-q", "2")[0][:3] == [
+        "broker", "group", "retryMaxTimes",
+    ]  # fmt: skip
+    configs = rows(ns, "subscription-group", "-g", "CG_VERBS")
+    assert {addr: (c["retryMaxTimes"], c["retryQueueNums"]) for addr, c in configs.items()} == {
+        a: (5, 2), b: (5, 2),
+    }  # fmt: skip
+    assert len(table(ns, "subscription-group", "-g", "CG_VERBS")) == 3
+    progress = rows(ns, "consumer-progress", "-g", "CG_VERBS", "-t", "VerbT")
+    # send-message writes to the route's first master: all six on broker-a.
+    assert [(p["broker"], p["queue"], p["broker offset"], p["lag"]) for p in progress] == [
+        ("broker-a", 0, 6, 6), ("broker-b", 0, 0, 0),
+    ]  # fmt: skip
+    assert ok(ns, "consumer-progress", "-g", "CG_VERBS", "-t", "VerbT").splitlines()[-1] == (
+        "total lag: 6"
+    )
+    asyncio.run(live_group_verbs(ns))
+
+    deleted = rows(ns, "delete-topic", "-t", "VerbT")
+    assert sorted(d["address"] for d in deleted) == sorted([a, b, ns])
+    missing = admin(ns, "topic-route", "-t", "VerbT")
+    assert missing.returncode == 1 and "17 (TOPIC_NOT_EXIST)" in missing.stderr
+    assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    unknown = admin(ns, "subscription-group", "-g", "NoGroup")
+    assert unknown.returncode == 1 and "no master broker has subscription group" in unknown.stderr
+
+
+def wait_until_cli(check: Any, what: str) -> None:
+    asyncio.run(wait_until(lambda: asyncio.to_thread(check), 30, what))
+
+
+async def live_group_verbs(ns: str) -> None:
+    """consumer-status and reset-offset-by-time need the group online."""
+    from pocketmq.client import ConsumeResult, PushConsumer
+
+    got: list[bytes] = []
+
+    async def listener(msgs: list[Any], ctx: Any) -> ConsumeResult:
+        got.extend(m.body for m in msgs)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer("CG_VERBS", ns, listener=listener, **FAST_FROM_FIRST)
+    consumer.subscribe("VerbT")
+    # A message on each broker: a reset needs the group's offset in every queue (RocketMQ's
+    # Broker2Client.resetOffset refuses a group with none).
+    async with Producer("PG_VERBS", ns) as producer:
+        on = {(await producer.send(message("VerbT", b"more-%d" % i))).message_queue.broker_name
+              for i in range(2)}  # fmt: skip
+    assert on == set(BROKERS)
+
+    async def committed_everywhere() -> bool:
+        progress = json.loads(
+            await cli(ns, "consumer-progress", "-g", "CG_VERBS", "-t", "VerbT", "--json")
+        )
+        return sorted((p["broker"], p["consumer offset"]) for p in progress) == [
+            ("broker-a", 7), ("broker-b", 1),
+        ]  # fmt: skip
+
+    async with consumer:
+        await wait_until(lambda: len(got) >= 8, 30, "the eight messages consumed")
+        await wait_until(committed_everywhere, 30, "the group's offsets committed on both")
+        status = json.loads(await cli(ns, "consumer-status", "-g", "CG_VERBS", "--json"))
+        # ConsumerRunningInfo.properties / subscriptionSet.
+        assert list(status) == [consumer.client_id]
+        info = status[consumer.client_id]
+        assert [s["topic"] for s in info["subscriptionSet"] if s["topic"] == "VerbT"] == ["VerbT"]
+        lines = (await cli(ns, "consumer-status", "-g", "CG_VERBS")).splitlines()
+        assert any(consumer.client_id in line for line in lines)
+        reset = json.loads(await cli(ns, "reset-offset-by-time", "-g", "CG_VERBS", "-t", "VerbT",
+                                     "-s", "0", "--json"))  # fmt: skip
+        assert sum(r["offset"] for r in reset) == 0 and {r["broker"] for r in reset} <= set(BROKERS)
+        await wait_until(lambda: len(got) >= 16, 30, "the eight messages consumed again")
+        header = (await cli(ns, "reset-offset-by-time", "-g", "CG_VERBS", "-t", "VerbT",
+                            "-s", "now")).splitlines()[0]  # fmt: skip
+        assert header.split() == ["broker", "queue", "offset"]
+
+
+async def cli(ns: str, *args: str) -> str:
+    out = await asyncio.to_thread(admin, ns, *args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
