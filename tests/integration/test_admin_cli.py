@@ -4,28 +4,14 @@ subscription groups."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from admin_cli import admin, ok
 from server_procs import ServerProcess
 
 pytestmark = pytest.mark.integration
-
-
-def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-
-
-def ok(namesrv: str, *args: str) -> str:
-    out = admin(namesrv, *args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_admin_verbs(tmp_path: Path) -> None:

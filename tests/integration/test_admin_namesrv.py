@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from admin_cli import admin, ok
+from broker_pair import free_port
 from client_helpers import FAST_FROM_FIRST
-from server_procs import ServerProcess
+from server_procs import ServerProcess, broker_with_conf
 
 from pocketmq.client import Producer, message
 from pocketmq.protocol import json_body
@@ -30,27 +29,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BROKERS = ("broker-a", "broker-b")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Cluster:
     def __init__(self, workdir: Path) -> None:
         (workdir / "namesrv").mkdir()
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
         self.addrs = {name: f"127.0.0.1:{free_port()}" for name in BROKERS}
-        self.brokers = {}
-        for name, addr in self.addrs.items():
-            home = workdir / name
-            home.mkdir()
-            conf = home / "broker.conf"
-            conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\n")
-            self.brokers[name] = ServerProcess(
-                "broker", home, "-c", str(conf), "--store", str(home / "store"),
-                "--listen", addr, "-n", self.namesrv.addr, listen=False,
-            )  # fmt: skip
+        self.brokers = {
+            name: broker_with_conf(
+                workdir / name,
+                self.namesrv.addr,
+                {"brokerClusterName": "DefaultCluster", "brokerName": name},
+                listen=addr,
+            )
+            for name, addr in self.addrs.items()
+        }
 
     def stop(self) -> None:
         for proc in self.brokers.values():
@@ -65,20 +57,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
-
-
-def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-
-
-def ok(namesrv: str, *args: str) -> str:
-    out = admin(namesrv, *args)
-    assert out.returncode == 0, out.stderr
-    assert "Traceback" not in out.stderr
-    return out.stdout
 
 
 def rows(namesrv: str, *args: str) -> Any:

@@ -6,12 +6,14 @@ and ``update-subscription-group``, and the two that reach a live group through i
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from pocketmq.admin import groups
 from pocketmq.cli.admin import run_admin
+from pocketmq.cli.options import F
 from pocketmq.cli.output import emit_json, emit_table, json_option, progress
 
 # The settings update-subscription-group changes, by SubscriptionGroupConfig's JSON names.
@@ -43,6 +45,11 @@ def consumer_progress(namesrv: str, group: str, topic: str | None, as_json: bool
     emit_table(columns, rows, as_json=as_json, footer=f"total lag: {total}")
 
 
+def _switch(short: str, name: str, help: str) -> Callable[[F], F]:
+    """A --NAME/--no-NAME option that is None when left out (the setting keeps its value)."""
+    return click.option(short, f"--{name}/--no-{name}", default=None, help=help)
+
+
 @click.command("update-subscription-group")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-c", "--cluster", default=None, help="Only the masters of this cluster.")
@@ -54,18 +61,21 @@ def consumer_progress(namesrv: str, group: str, topic: str | None, as_json: bool
     "-q", "--retry-queue-nums", type=click.IntRange(0, 1024), default=None,
     help="Queues of the group's retry topic; 0 turns retries off.",
 )  # fmt: skip
-@click.option(
-    "-o", "--orderly/--no-orderly", default=None,
-    help="Orderly consumption: 5.x clients get one message of a message group at a time.",
-)  # fmt: skip
-@click.option(
-    "-s", "--consume-enable/--no-consume-enable", default=None,
-    help="consumeEnable: kept for RocketMQ tools; pocketmq does not refuse a disabled group yet.",
-)  # fmt: skip
-@click.option(
-    "-d", "--broadcast/--no-broadcast", default=None,
-    help="consumeBroadcastEnable: kept for RocketMQ tools; pocketmq does not enforce it yet.",
-)  # fmt: skip
+@_switch(
+    "-o",
+    "orderly",
+    "Orderly consumption: 5.x clients get one message of a message group at a time.",
+)
+@_switch(
+    "-s",
+    "consume-enable",
+    "consumeEnable: kept for RocketMQ tools; pocketmq does not refuse a disabled group yet.",
+)
+@_switch(
+    "-d",
+    "broadcast",
+    "consumeBroadcastEnable: kept for RocketMQ tools; pocketmq does not enforce it yet.",
+)
 @json_option
 @click.pass_obj
 def update_subscription_group(
