@@ -12,6 +12,7 @@ import click
 from pocketmq import __version__
 from pocketmq.cli import admin_brokers, admin_consumers, admin_messages
 from pocketmq.cli.admin import admin
+from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
@@ -46,10 +47,22 @@ cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(serve)
 cli.add_command(admin)
-for _module in (admin_brokers, admin_consumers, admin_messages):
-    for _verb in vars(_module).values():
-        if isinstance(_verb, click.Command) and not isinstance(_verb, click.Group):
-            admin.add_command(_verb)
+cli.add_command(dashboard)
+for _verb in (
+    admin_brokers.broker_status,
+    admin_brokers.wipe_write_perm,
+    admin_brokers.add_write_perm,
+    admin_brokers.get_namesrv_config,
+    admin_brokers.update_namesrv_config,
+    admin_consumers.consumer_progress,
+    admin_consumers.subscription_group,
+    admin_consumers.update_subscription_group,
+    admin_consumers.reset_offset_by_time,
+    admin_consumers.consumer_status,
+    admin_messages.send_message,
+    admin_messages.consume_message,
+):
+    admin.add_command(_verb)
 
 
 def main() -> None:
