@@ -233,6 +233,13 @@ def test_namesrv_config_get_update_and_persist(cluster: Cluster, tmp_path: Path)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "29 (INVALID_PARAMETER)" in bad.stderr and "noSuchSetting" in bad.stderr
     assert admin(ns, "update-namesrv-config", "novalue").returncode == 2
+    # A restarted NameServer reads back what was accepted; the rest stays its own.
+    assert cluster.namesrv.stop() == 0
+    cluster.namesrv = ServerProcess("namesrv", tmp_path / "namesrv")
+    again = rows(cluster.namesrv.addr, "get-namesrv-config")[cluster.namesrv.addr]
+    assert again["scanNotActiveBrokerInterval"] == "7000"
+    assert again["brokerChannelExpiredTime"] == "90000"
+    assert again["listenPort"] == str(cluster.namesrv.port)
 
 
 def test_unsupported_codes_are_logged_once_per_server(cluster: Cluster) -> None:

@@ -37,11 +37,14 @@ async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
     """Start a NameServer; the bound port comes back with it.
 
     Raises:
-        click.ClickException: the address cannot be bound.
+        click.ClickException: the address cannot be bound, or the settings persisted in
+            configStorePath cannot be read.
     """
     server = NameServer(config)
     try:
         return server, await server.start()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
