@@ -292,6 +292,8 @@ def test_every_ported_verb_as_table_and_json(cluster: Cluster) -> None:
 
     wait_until_cli(routed, "VerbT in the topic list")
     assert ["VerbT"] in table(ns, "topic-list")
+    assert rows(ns, "topic-cluster-list", "-t", "VerbT") == [{"cluster": "DefaultCluster"}]
+    assert table(ns, "topic-cluster-list", "-t", "VerbT") == [["cluster"], ["DefaultCluster"]]
     assert "VerbT" in [r["topic"] for r in rows(ns, "topic-list", "-c", "DefaultCluster")]
     assert [r["topic"] for r in rows(ns, "topic-list", "-c", "NoCluster")] == []
     # One message on each broker, through send-message's route choice and the topic's queue.

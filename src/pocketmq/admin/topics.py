@@ -110,6 +110,14 @@ async def delete_topic(client: AdminClient, topic: str, cluster: str | None = No
     return done + client.namesrv_addrs
 
 
+async def topic_clusters(client: AdminClient, topic: str) -> list[str]:
+    """The clusters whose brokers serve a topic (mqadmin topicClusterList): the route's
+    broker names looked up in the cluster info."""
+    route, info = await client.route(topic), await client.cluster_info()
+    names = {str(q.get("brokerName")) for q in route.get("queueDatas", [])}
+    return sorted(c for c, brokers in info.clusters.items() if names & set(brokers))
+
+
 def route_rows(route: dict[str, Any]) -> list[tuple[str, str, str, int, int, int]]:
     """A TopicRouteData as rows: (broker name, broker id, address, read queues, write
     queues, perm), one per broker address of each queue data."""

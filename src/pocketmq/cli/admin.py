@@ -108,6 +108,16 @@ def topic_route(namesrv: str, topic: str, as_json: bool) -> None:
     emit_table(columns, rows, as_json=False, title=f"route of {topic}")
 
 
+@admin.command("topic-cluster-list")
+@click.option("-t", "--topic", required=True)
+@json_option
+@click.pass_obj
+def topic_cluster_list(namesrv: str, topic: str, as_json: bool) -> None:
+    """The clusters whose brokers serve a topic."""
+    found = run_admin(namesrv, lambda c: topics.topic_clusters(c, topic))
+    emit_table(["cluster"], [(c,) for c in found], as_json=as_json)
+
+
 @admin.command("cluster-list")
 @json_option
 @click.pass_obj
