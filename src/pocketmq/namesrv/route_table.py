@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.protocol.fields import check_perm, check_queue_nums
 from pocketmq.protocol.names import (
     MASTER_ID,
     PERM_READ_WRITE,
@@ -33,6 +34,22 @@ class QueueData:
     write_queue_nums: int
     perm: int
     topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueData:
+        """A QueueData JSON object (as in TopicRouteData.queueDatas).
+
+        Raises:
+            KeyError, TypeError, ValueError: a member is missing or not a number.
+            RequestError: a queue count or permission out of its range (protocol.fields).
+        """
+        return cls(
+            broker_name=str(data["brokerName"]),
+            read_queue_nums=check_queue_nums(int(data["readQueueNums"]), "readQueueNums"),
+            write_queue_nums=check_queue_nums(int(data["writeQueueNums"]), "writeQueueNums"),
+            perm=check_perm(int(data["perm"])),
+            topic_sys_flag=int(data.get("topicSysFlag", 0)),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -368,18 +368,7 @@ class NameServer:
         topic = fields.topic(cmd)
         try:
             route = json_body.loads(cmd.body) if cmd.body else {}
-            queues = [
-                QueueData(
-                    broker_name=str(q["brokerName"]),
-                    read_queue_nums=fields.check_queue_nums(int(q["readQueueNums"]),
-                                                            "readQueueNums"),
-                    write_queue_nums=fields.check_queue_nums(int(q["writeQueueNums"]),
-                                                             "writeQueueNums"),
-                    perm=fields.check_perm(int(q["perm"])),
-                    topic_sys_flag=int(q.get("topicSysFlag", 0)),
-                )
-                for q in route.get("queueDatas") or []
-            ]  # fmt: skip
+            queues = [QueueData.from_json(q) for q in route.get("queueDatas") or []]
         except (RemoteProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RequestError(
                 ResponseCode.SYSTEM_ERROR, f"Failed to decode TopicRouteData: {exc!r}"

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from pocketmq.errors import RequestError
 from pocketmq.namesrv.route_table import (
     QueueData,
     RouteTable,
@@ -12,6 +15,7 @@ from pocketmq.namesrv.route_table import (
     has_unit_sub_not_unit,
     is_unit_topic,
 )
+from pocketmq.protocol.codes import ResponseCode
 
 
 def topic(name: str, perm: int = 6, sys_flag: int = 0) -> dict[str, Any]:
@@ -102,3 +106,15 @@ def test_unit_topic_lists_by_topic_sys_flag() -> None:
     assert t.topics_by_sys_flag(is_unit_topic) == ["U", "US"]
     assert t.topics_by_sys_flag(has_unit_sub) == ["S", "US"]
     assert t.topics_by_sys_flag(has_unit_sub_not_unit) == ["S"]
+
+
+def test_queue_data_from_route_json_is_checked() -> None:
+    q = QueueData.from_json({"brokerName": "b", "readQueueNums": "2", "writeQueueNums": 1,
+                             "perm": 6})  # fmt: skip
+    assert q == QueueData("b", 2, 1, 6, 0)
+    with pytest.raises(RequestError) as info:
+        QueueData.from_json({"brokerName": "b", "readQueueNums": 1, "writeQueueNums": 1,
+                             "perm": 9})  # fmt: skip
+    assert info.value.code == ResponseCode.NO_PERMISSION
+    with pytest.raises(KeyError):
+        QueueData.from_json({"brokerName": "b"})
