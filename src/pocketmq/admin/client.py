@@ -131,7 +131,8 @@ class AdminClient:
             )
         except TimeoutError as exc:
             wait = f"{self.timeout_s:g} s"
-            raise AdminError(f"{addr} did not answer request {code} in {wait}") from exc
+            what = request_name(code)
+            raise AdminError(f"{addr} did not answer request {what} in {wait}") from exc
         except ConnectionError as exc:
             what = "NameServer" if addr in self.namesrv_addrs else "broker"
             hint = "; check -n/--namesrv-addr" if what == "NameServer" else ""
