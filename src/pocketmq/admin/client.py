@@ -13,6 +13,7 @@ from typing import Any
 
 from pocketmq.errors import PocketMQError, RemoteProtocolError
 from pocketmq.protocol import json_body
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.names import MASTER_ID
 from pocketmq.protocol.remoting import RemotingCommand
@@ -94,12 +95,17 @@ class AdminClient:
         namesrv_addr: str,
         *,
         remoting: RemotingClient | None = None,
+        credentials: SessionCredentials | None = None,
         timeout_s: float = 10.0,
     ) -> None:
+        """remoting: the transport to use (a test's); otherwise one is made that signs with
+        credentials (ACL) when given."""
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise AdminError("no NameServer address given (expected host:port[;host:port])")
-        self.remoting = remoting if remoting is not None else RemotingClient(_broker_callbacks())
+        if remoting is None:
+            remoting = RemotingClient(_broker_callbacks(), credentials=credentials)
+        self.remoting = remoting
         self.timeout_s = timeout_s
 
     async def __aenter__(self) -> AdminClient:

@@ -18,6 +18,7 @@ import click
 from pocketmq import admin as admin_lib
 from pocketmq.admin import topics
 from pocketmq.cli.output import emit_json, emit_table, json_option
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.names import PERM_READ_WRITE, perm_to_string
 
 T = TypeVar("T")
@@ -27,11 +28,20 @@ class AdminError(click.ClickException):
     pass
 
 
+# Where the group's --access-key / --secret-key leave the credentials for every verb.
+_CREDENTIALS = "pocketmq.admin.credentials"
+
+
+def _credentials() -> SessionCredentials | None:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_CREDENTIALS)
+
+
 def run_admin(namesrv: str, fn: Callable[[admin_lib.AdminClient], Awaitable[T]]) -> T:
     """Runs fn with an AdminClient on namesrv; the library's errors become CLI errors."""
 
     async def main() -> T:
-        async with admin_lib.AdminClient(namesrv) as client:
+        async with admin_lib.AdminClient(namesrv, credentials=_credentials()) as client:
             return await fn(client)
 
     try:
@@ -45,10 +55,18 @@ def run_admin(namesrv: str, fn: Callable[[admin_lib.AdminClient], Awaitable[T]])
     "-n", "--namesrv-addr", default="127.0.0.1:9876", show_default=True,
     help="NameServer address(es), ';'-separated.",
 )  # fmt: skip
+@click.option("--access-key", help="ACL access key: sign every request (brokers with aclEnable).")
+@click.option("--secret-key", help="The access key's secret key.")
 @click.pass_context
-def admin(ctx: click.Context, namesrv_addr: str) -> None:
+def admin(
+    ctx: click.Context, namesrv_addr: str, access_key: str | None, secret_key: str | None
+) -> None:
     """Administer topics and look at a cluster (in the spirit of mqadmin)."""
     ctx.obj = namesrv_addr
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("--access-key and --secret-key go together")
+    if access_key is not None and secret_key is not None:
+        ctx.meta[_CREDENTIALS] = SessionCredentials(access_key, secret_key)
 
 
 @admin.command("topic-list")
