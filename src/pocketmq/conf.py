@@ -63,22 +63,23 @@ def read_properties(path: Path | str) -> dict[str, str]:
     """
     try:
         with open(path, "rb") as f:
-            return parse_properties(f.read(), str(path))
+            data = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    return parse_properties(data, f"config file {path}")
 
 
-def parse_properties(text: bytes, source: str = "properties") -> dict[str, str]:
-    """Parse a Java properties text (UTF-8), values trimmed.
+def parse_properties(data: bytes, what: str = "properties") -> dict[str, str]:
+    """Parse Java properties text (UTF-8), as RocketMQ's MixAll.string2Properties does.
 
     Raises:
-        ConfigError: the text cannot be parsed.
+        ConfigError: the text cannot be parsed (what names it in the message).
     """
     props = Properties()
     try:
-        props.load(text, "utf-8")
+        props.load(data, "utf-8")
     except Exception as exc:  # jproperties raises its own parse errors
-        raise ConfigError(f"cannot parse {source}: {exc}") from exc
+        raise ConfigError(f"cannot parse {what}: {exc}") from exc
     return {str(k): str(v.data).strip() for k, v in props.items()}
 
 

@@ -326,7 +326,7 @@ async def test_admin_cli_resets_and_reports_a_live_group(
     consumer = consumer_of(servers, "CG_CLI", topic, collector)
     async with consumer:
         await collector.wait_for(10)
-        status = json.loads(await _cli(servers, "consumer-status", "-g", "CG_CLI"))
+        status = json.loads(await _cli(servers, "consumer-status", "-g", "CG_CLI", "--json"))
         assert list(status) == [consumer.client_id]
         assert status[consumer.client_id]["properties"]["consumerGroup"] == "CG_CLI"
 
@@ -334,8 +334,9 @@ async def test_admin_cli_resets_and_reports_a_live_group(
             return await _committed(servers, "CG_CLI", topic) == 10
 
         await wait_until(all_committed, 10, "the group's offsets committed")
-        table = json.loads(await _cli(servers, "reset-offset-by-time", "-g", "CG_CLI",
-                                      "-t", topic, "-s", str(cut_ms)))  # fmt: skip
+        rows = json.loads(await _cli(servers, "reset-offset-by-time", "-g", "CG_CLI",
+                                     "-t", topic, "-s", str(cut_ms), "--json"))  # fmt: skip
+        table = {f"{r['broker']}:{r['queue']}": r["offset"] for r in rows}
         assert sorted(table) == [f"broker-a:{q}" for q in range(4)]
         assert sum(table.values()) == 5
         await collector.wait_for(15)

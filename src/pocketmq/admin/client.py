@@ -13,14 +13,36 @@ from typing import Any
 
 from pocketmq.errors import PocketMQError, RemoteProtocolError
 from pocketmq.protocol import json_body
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.names import MASTER_ID
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import RemotingClient
+from pocketmq.remoting import Dispatcher, RemotingClient
 
 
 class AdminError(PocketMQError):
     """A request failed: unreachable server, refusal (with its code) or a malformed answer."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        # The response code of a refusal; None when no server answered or the answer was bad.
+        self.code = code
+
+
+def request_name(code: int) -> str:
+    """``GET_ROUTEINFO_BY_TOPIC (105)``: a request code with RocketMQ's name where it has one."""
+    try:
+        return f"{RequestCode(code).name} ({code})"
+    except ValueError:
+        return str(code)
+
+
+def response_name(code: int) -> str:
+    """``17 (TOPIC_NOT_EXIST)``: a response code with RocketMQ's name where it has one."""
+    try:
+        return f"{code} ({ResponseCode(code).name})"
+    except ValueError:
+        return str(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +78,15 @@ class ClusterInfo:
         return found
 
 
+def _broker_callbacks() -> Dispatcher:
+    """What brokers may send an admin client: while it pulls as the tools group, the
+    group's membership changes (NOTIFY_CONSUMER_IDS_CHANGED, one-way); nothing rebalances
+    here, so it is taken and ignored."""
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, lambda channel, cmd: None)
+    return dispatcher
+
+
 class AdminClient:
     """Talks to one NameServer list (";"-separated, tried in order) and any broker."""
 
@@ -64,12 +95,17 @@ class AdminClient:
         namesrv_addr: str,
         *,
         remoting: RemotingClient | None = None,
+        credentials: SessionCredentials | None = None,
         timeout_s: float = 10.0,
     ) -> None:
+        """remoting: the transport to use (a test's); otherwise one is made that signs with
+        credentials (ACL) when given."""
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise AdminError("no NameServer address given (expected host:port[;host:port])")
-        self.remoting = remoting if remoting is not None else RemotingClient()
+        if remoting is None:
+            remoting = RemotingClient(_broker_callbacks(), credentials=credentials)
+        self.remoting = remoting
         self.timeout_s = timeout_s
 
     async def __aenter__(self) -> AdminClient:
@@ -101,11 +137,18 @@ class AdminClient:
             )
         except TimeoutError as exc:
             wait = f"{self.timeout_s:g} s"
-            raise AdminError(f"{addr} did not answer request {code} in {wait}") from exc
+            what = request_name(code)
+            raise AdminError(f"{addr} did not answer request {what} in {wait}") from exc
         except ConnectionError as exc:
-            raise AdminError(str(exc)) from exc
+            what = "NameServer" if addr in self.namesrv_addrs else "broker"
+            hint = "; check -n/--namesrv-addr" if what == "NameServer" else ""
+            raise AdminError(f"{exc} (is the {what} running?{hint})") from exc
         if resp.code not in ok:
-            raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}".strip())
+            raise AdminError(
+                f"{addr} refused request {request_name(code)} with code {response_name(resp.code)}"
+                f": {resp.remark or '(no remark)'}",
+                resp.code,
+            )
         return resp
 
     async def call_json(
@@ -153,7 +196,16 @@ class AdminClient:
 
     async def route(self, topic: str) -> dict[str, Any]:
         """GET_ROUTEINFO_BY_TOPIC as RocketMQ's TopicRouteData JSON."""
-        route = await self.namesrv_json(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        try:
+            route = await self.namesrv_json(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        except AdminError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            raise AdminError(
+                f"topic {topic} does not exist (no route on the NameServer; create it with "
+                f"update-topic): {exc}",
+                exc.code,
+            ) from exc
         if not isinstance(route, dict):
             raise AdminError(f"the NameServer sent a bad route for {topic}")
         return route

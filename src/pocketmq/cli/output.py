@@ -6,13 +6,22 @@ the verb's own document where it has no table.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import click
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 T = TypeVar("T")
@@ -56,14 +65,33 @@ def emit_table(
         console.print(footer)
 
 
-def progress(items: Sequence[T], description: str) -> Iterator[T]:
-    """Iterates items with a progress bar on stderr (shown only on a terminal)."""
-    with Progress(
+def _bar(*counter: ProgressColumn) -> Progress:
+    console = Console(stderr=True)
+    return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        *counter,
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
-    ) as bar:
+        disable=not console.is_terminal,
+    )
+
+
+def progress(items: Sequence[T], description: str) -> Iterator[T]:
+    """Iterates items with a progress bar on stderr (shown only on a terminal)."""
+    with _bar(MofNCompleteColumn()) as bar:
         yield from bar.track(items, total=len(items), description=description)
+
+
+@contextlib.contextmanager
+def byte_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr (only on a terminal) for work measured in bytes; yields
+    update(description, done, total)."""
+    with _bar(DownloadColumn()) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(description: str, done: int, total: int) -> None:
+            bar.update(task, description=description, completed=done, total=total)
+
+        yield update

@@ -29,7 +29,8 @@ from pocketmq.cli.options import (
 from pocketmq.conf import read_properties
 from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
-from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol import native
 
 
@@ -37,11 +38,14 @@ async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
     """Start a NameServer; the bound port comes back with it.
 
     Raises:
-        click.ClickException: the address cannot be bound.
+        click.ClickException: the address cannot be bound, or the settings persisted in
+            configStorePath cannot be read.
     """
     server = NameServer(config)
     try:
         return server, await server.start()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
@@ -236,7 +240,8 @@ def serve(
             stop_at_stdin_eof(stop)
         namesrv_server, ns_port = await start_namesrv(
             NamesrvConfig(listen_host=host, listen_port=namesrv_port,
-                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
+                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json",
+                          config_store_path=store_dir.resolve() / "namesrv" / "namesrv.properties")
         )  # fmt: skip
         config = _broker_config(conf, store_dir, f"{host}:{broker_port}", f"{host}:{ns_port}")
         try:

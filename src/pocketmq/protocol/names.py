@@ -129,6 +129,11 @@ PERM_INHERIT: Final = 0x1
 PERM_READ_WRITE: Final = PERM_READ | PERM_WRITE
 
 
+# TopicSysFlag: a topic's unit flags, as brokers register them (topicSysFlag).
+TOPIC_SYS_FLAG_UNIT: Final = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
+
+
 def is_readable(perm: int) -> bool:
     return perm & PERM_READ == PERM_READ
 
