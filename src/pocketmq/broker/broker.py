@@ -40,6 +40,7 @@ from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.role_switch import RoleSwitch
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
@@ -54,7 +55,7 @@ from pocketmq.store import MessageStore
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class Broker:
         self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.producers = ProducerRegistry(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
+        self.stats = BrokerStatsManager(config.broker_cluster_name, clock)
         self.locks = RebalanceLockManager(clock=clock)
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
@@ -186,6 +188,7 @@ class Broker:
         self.server.on_channel_closed = self._on_channel_closed
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
+        self._tasks.append(asyncio.create_task(run_when_due(self._sample_stats, asyncio.Event())))
         self._tasks.append(asyncio.create_task(self._register_loop()))
         if self.is_master:
             await self.start_master_services()
@@ -304,6 +307,9 @@ class Broker:
         self.schedule.on_message_arrived(topic, queue_id, queue_offset)
         self.timer.on_message_arrived(topic, queue_id, queue_offset)
         self.pop.on_message_arrived(topic, queue_id, queue_offset)
+
+    async def _sample_stats(self) -> int:
+        return self.stats.sample()
 
     def max_delivery_attempts(self, group: str) -> int:
         """Deliveries of a message to a 5.x consumer group before its DLQ: retryMaxTimes + 1."""
