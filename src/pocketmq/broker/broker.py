@@ -34,6 +34,7 @@ from pocketmq.broker.failover import FailoverCoordinator, FailoverError, Failove
 from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.messaging import MessagingService
+from pocketmq.broker.metrics import MetricsEndpoint, RpcLatency, TimedDispatcher
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
 from pocketmq.broker.pull_hold import PullHold
@@ -87,7 +88,12 @@ class Broker:
         self.pull_hold = PullHold()
         self.stats = BrokerStatsManager(config.broker_cluster_name, clock)
         self.locks = RebalanceLockManager(clock=clock)
-        self.dispatcher = Dispatcher()
+        # The Prometheus endpoint (metricsExporterType=PROM) and the request timing it reports.
+        self.rpc_latency = RpcLatency()
+        self.metrics: MetricsEndpoint | None = None
+        self.dispatcher = (
+            TimedDispatcher(self.rpc_latency) if config.metrics_enabled else Dispatcher()
+        )
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()
         self._tasks: list[asyncio.Task[None]] = []
@@ -186,6 +192,8 @@ class Broker:
         self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self._on_channel_closed
+        if self.config.metrics_enabled:
+            await self._start_metrics()
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
         self._tasks.append(asyncio.create_task(run_when_due(self._sample_stats, asyncio.Event())))
@@ -204,6 +212,22 @@ class Broker:
                 raise
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
+
+    async def _start_metrics(self) -> None:
+        """Raises: ConfigError: the metrics port cannot be bound (the broker stops)."""
+        config = self.config
+        endpoint = MetricsEndpoint(self, self.rpc_latency)
+        try:
+            await endpoint.start(
+                config.metrics_prom_exporter_host or config.broker_ip1,
+                config.metrics_prom_exporter_port,
+            )
+        except OSError as exc:
+            await self.stop()
+            raise ConfigError(
+                f"metricsPromExporterPort {config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self.metrics = endpoint
 
     @property
     def is_master(self) -> bool:
@@ -434,6 +458,8 @@ class Broker:
         await self._unregister_all()
         await self.namesrv_client.close()
         self.pull_hold.wake_all()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.server is not None:
             await self.server.stop()
         if self.ha_client is not None:

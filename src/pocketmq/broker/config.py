@@ -90,6 +90,12 @@ class BrokerConfig:
     failover_session_timeout_ms: int = 6_000
     # The ZooKeeper path under which each cluster/brokerName keeps its nodes.
     failover_zk_root: str = "/pocketmq/failover"
+    # Metrics (RocketMQ 5's names and defaults): DISABLE, or PROM for a Prometheus endpoint
+    # (GET /metrics) on metricsPromExporterHost (brokerIP1 when blank) and
+    # metricsPromExporterPort. RocketMQ's OTLP_GRPC and LOG exporters are refused.
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -115,6 +121,13 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(
+                f"metricsExporterType {self.metrics_exporter_type!r} is not served by pocketmq: "
+                "use PROM (a Prometheus endpoint) or DISABLE"
+            )
+        if not 0 <= self.metrics_prom_exporter_port < 65536:
+            raise ConfigError("metricsPromExporterPort must be 0..65535")
         if self.slave_sync_interval <= 0:
             raise ConfigError("slave_sync_interval must be positive")
         if self.transaction_time_out < 0:
@@ -123,6 +136,10 @@ class BrokerConfig:
             raise ConfigError("transaction_check_interval must be positive")
         if self.transaction_check_max <= 0:
             raise ConfigError("transaction_check_max must be positive")
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics_exporter_type == "PROM"
 
     @property
     def failover_enabled(self) -> bool:

@@ -13,6 +13,7 @@ from pocketmq import __version__
 from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_brokers import broker_status
 from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
+from pocketmq.cli.admin_stats import broker_consume_stats, stats_all
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
@@ -50,6 +51,8 @@ cli.add_command(admin)
 admin.add_command(reset_offset_by_time)
 admin.add_command(consumer_status)
 admin.add_command(broker_status)
+admin.add_command(stats_all)
+admin.add_command(broker_consume_stats)
 
 
 def main() -> None:
