@@ -285,6 +285,9 @@ async def test_statistics_agree_with_the_traffic(
     sends = value("rocketmq_rpc_latency_count", protocol_type="remoting",
                   request_code=str(int(RequestCode.SEND_MESSAGE)), response_code="0")  # fmt: skip
     assert sends == sum(A_REMOTING)
+    grpc_sends = value("rocketmq_rpc_latency_count", protocol_type="grpc",
+                       request_code="SendMessage", response_code=str(pb.OK))  # fmt: skip
+    assert grpc_sends == A_GRPC
     b_metrics = await asyncio.to_thread(scrape, cluster.b.ready["metrics"])
     b_common = {("cluster", CLUSTER), ("node_type", "broker"), ("node_id", "broker-b")}
     lag_key = frozenset({("topic", TOPIC), ("consumer_group", GROUP), *b_common})

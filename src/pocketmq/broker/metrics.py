@@ -14,7 +14,9 @@ DefaultStoreMetricsConstant and their labels (``cluster``, ``node_type``, ``node
   ``rocketmq_storage_message_reserve_time`` (ms since the oldest message was stored).
 - ``rocketmq_rpc_latency``: a histogram in milliseconds (RocketMQ's buckets 1, 3, 5, 7, 10,
   100, 1000, 2000, 3000) by ``protocol_type``, ``request_code`` and ``response_code``,
-  measured around each remoting request (``TimedDispatcher``); only when the endpoint is on.
+  measured around each remoting request (``TimedDispatcher``) and each unary gRPC call (its
+  method's name as request_code, the v2 status code as response_code; ``grpc/activity.py``);
+  only when the endpoint is on.
 
 The scrape runs on the event loop, which owns the state it reads (only the disk usage is
 asked on a worker thread); the HTTP side is a minimal asyncio server for ``GET /metrics``.
@@ -69,9 +71,12 @@ class RpcLatency:
 
     def __init__(self) -> None:
         # Per series: a count per bucket (the last one is +Inf), then the sum in ms.
-        self.series: dict[tuple[str, int, int], list[float]] = {}
+        self.series: dict[tuple[str, int | str, int], list[float]] = {}
 
-    def observe(self, protocol: str, request_code: int, response_code: int, ms: float) -> None:
+    def observe(
+        self, protocol: str, request_code: int | str, response_code: int, ms: float
+    ) -> None:
+        """One request: ``request_code`` is a remoting code, or a gRPC method's name."""
         key = (protocol, request_code, response_code)
         counts = self.series.get(key)
         if counts is None:
@@ -209,7 +214,9 @@ class BrokerCollector(Collector):
             "rocketmq_rpc_latency", "Rpc latency in milliseconds",
             labels=["protocol_type", "request_code", "response_code", *self.common],
         )  # fmt: skip
-        for (protocol, request_code, response_code), counts in sorted(self.latency.series.items()):
+        for (protocol, request_code, response_code), counts in sorted(
+            self.latency.series.items(), key=lambda kv: tuple(map(str, kv[0]))
+        ):
             cumulative, buckets = 0.0, []
             for bound, count in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), counts, strict=False):
                 cumulative += count

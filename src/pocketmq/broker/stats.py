@@ -181,6 +181,9 @@ class BrokerStatsManager:
         self._group_get_nums = self.sets[GROUP_GET_NUMS]
         self._group_get_size = self.sets[GROUP_GET_SIZE]
         self._group_get_latency = self.sets[GROUP_GET_LATENCY]
+        # The items a put or a get adds to, found with one lookup on the hot path.
+        self._put_items: dict[str, tuple[StatsItem, StatsItem]] = {}
+        self._get_items: dict[tuple[str, str], tuple[StatsItem, StatsItem, StatsItem]] = {}
         self._broker_put = self.sets[BROKER_PUT_NUMS].item(cluster_name)
         self._broker_get = self.sets[BROKER_GET_NUMS].item(cluster_name)
         self.boot_timestamp_ms = clock.now_ms()
@@ -208,8 +211,13 @@ class BrokerStatsManager:
     def on_put(self, topic: str, nums: int, size: int, protocol: int = Protocol.REMOTING) -> None:
         """A producer's put of ``nums`` messages, ``size`` bytes, stored in one append
         (SendMessageProcessor: incTopicPutNums, incTopicPutSize, incBrokerPutNums)."""
-        self._topic_put_nums.item(topic).add(nums, 1, protocol)
-        self._topic_put_size.item(topic).add(size, 1, protocol)
+        items = self._put_items.get(topic)
+        if items is None:
+            items = self._put_items[topic] = (
+                self._topic_put_nums.item(topic), self._topic_put_size.item(topic)
+            )  # fmt: skip
+        items[0].add(nums, 1, protocol)
+        items[1].add(size, 1, protocol)
         self._broker_put.add(nums, 1)
         self.put_total += nums
         self.put_size_total += size
@@ -230,10 +238,17 @@ class BrokerStatsManager:
         if nums <= 0:
             self.get_miss_times += 1
             return
-        key = f"{topic}@{group}"
-        self._group_get_nums.item(key, topic, group).add(nums, 1, protocol)
-        self._group_get_size.item(key, topic, group).add(size, 1, protocol)
-        self._group_get_latency.item(key, topic, group).add(latency_ms, 1, protocol)
+        items = self._get_items.get((topic, group))
+        if items is None:
+            key = stats_key(topic, group)
+            items = self._get_items[(topic, group)] = (
+                self._group_get_nums.item(key, topic, group),
+                self._group_get_size.item(key, topic, group),
+                self._group_get_latency.item(key, topic, group),
+            )
+        items[0].add(nums, 1, protocol)
+        items[1].add(size, 1, protocol)
+        items[2].add(latency_ms, 1, protocol)
         self._broker_get.add(nums, 1)
         self.get_transferred_total += nums
         self.get_found_times += 1
@@ -335,6 +350,8 @@ class BrokerStatsManager:
     def on_topic_deleted(self, topic: str) -> None:
         """onTopicDeleted: the topic's items go, and every topic@group item of it."""
         prefix = topic + "@"
+        self._put_items.pop(topic, None)
+        self._get_items = {k: v for k, v in self._get_items.items() if k[0] != topic}
         for stats in self.sets.values():
             if stats.name in (BROKER_PUT_NUMS, BROKER_GET_NUMS):
                 continue
@@ -345,6 +362,7 @@ class BrokerStatsManager:
     def on_group_deleted(self, group: str) -> None:
         """onGroupDeleted: every topic@group item of the group goes."""
         suffix = "@" + group
+        self._get_items = {k: v for k, v in self._get_items.items() if k[1] != group}
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS):
             stats = self.sets[name]
             stats.drop({k: v for k, v in stats.items.items() if not k.endswith(suffix)})

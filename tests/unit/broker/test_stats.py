@@ -181,6 +181,13 @@ def test_deleting_a_topic_or_group_drops_their_items(stats: BrokerStatsManager) 
     assert stats.item(TOPIC_PUT_NUMS, "T2") is not None
     stats.on_group_deleted("G2")
     assert stats.item(GROUP_GET_NUMS, "T2@G2") is None
+    # Counting again after a deletion starts new items.
+    stats.on_put("T", 2, 2)
+    stats.on_get("G2", "T2", 3, 3, 0)
+    again = stats.item(TOPIC_PUT_NUMS, "T")
+    assert again is not None and again.value == 2
+    got = stats.item(GROUP_GET_NUMS, "T2@G2")
+    assert got is not None and got.value == 3
     assert stats.item(BROKER_PUT_NUMS, "ClusterX") is not None
 
 
