@@ -14,6 +14,7 @@ from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_brokers import broker_status
 from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
 from pocketmq.cli.admin_stats import broker_consume_stats, stats_all
+from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
@@ -48,6 +49,7 @@ cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(serve)
 cli.add_command(admin)
+cli.add_command(dashboard)
 admin.add_command(reset_offset_by_time)
 admin.add_command(consumer_status)
 admin.add_command(broker_status)

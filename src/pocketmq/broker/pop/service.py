@@ -272,7 +272,8 @@ class PopService:
                     self._count(req.group, found, self.clock.now_ms() - looked_ms)
                     return found
                 try:
-                    await asyncio.wait_for(fut, remaining)
+                    async with asyncio.timeout(remaining):  # not wait_for: see pull_hold.py
+                        await fut
                 except TimeoutError:
                     timed_out = True
             finally:
