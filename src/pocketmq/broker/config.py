@@ -96,6 +96,13 @@ class BrokerConfig:
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557
+    # ACL 1.0 (broker/acl): every request needs an account of plain_acl.yml, as RocketMQ's
+    # aclEnable; off by default. The file is RocketMQ's ${ROCKETMQ_HOME}/conf/plain_acl.yml
+    # (its rocketmq.acl.plain.file property); a relative path is read from the directory the
+    # broker runs in. It is looked at for changes this often (ms; RocketMQ: 5 s).
+    acl_enable: bool = False
+    acl_plain_file: Path = Path("conf/plain_acl.yml")
+    acl_file_watch_interval_ms: int = 5_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -136,6 +143,8 @@ class BrokerConfig:
             raise ConfigError("transaction_check_interval must be positive")
         if self.transaction_check_max <= 0:
             raise ConfigError("transaction_check_max must be positive")
+        if self.acl_file_watch_interval_ms <= 0:
+            raise ConfigError("acl_file_watch_interval_ms must be positive")
 
     @property
     def metrics_enabled(self) -> bool:

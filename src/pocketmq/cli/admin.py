@@ -21,6 +21,7 @@ from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.cli.output import emit_table, json_option
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageExt, PullSysFlag
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
@@ -36,9 +37,18 @@ class AdminError(click.ClickException):
     pass
 
 
+# Where the group's --access-key / --secret-key leave the credentials for every verb.
+_CREDENTIALS = "pocketmq.admin.credentials"
+
+
+def _credentials() -> SessionCredentials | None:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_CREDENTIALS)
+
+
 def _run(fn: Callable[[RemotingClient], Awaitable[T]]) -> T:
     async def main() -> T:
-        client = RemotingClient()
+        client = RemotingClient(credentials=_credentials())
         try:
             return await fn(client)
         except (ConnectionError, TimeoutError) as exc:
@@ -53,7 +63,8 @@ def run_admin(namesrv: str, fn: Callable[[admin_lib.AdminClient], Awaitable[T]])
     """Runs fn with an AdminClient on namesrv; the library's errors become CLI errors."""
 
     async def main() -> T:
-        async with admin_lib.AdminClient(namesrv) as client:
+        remoting = RemotingClient(credentials=_credentials())
+        async with admin_lib.AdminClient(namesrv, remoting=remoting) as client:
             return await fn(client)
 
     try:
@@ -119,10 +130,18 @@ def _echo_json(value: Any) -> None:
 @click.option(
     "-n", "--namesrv-addr", default="127.0.0.1:9876", show_default=True, help="NameServer address."
 )
+@click.option("--access-key", help="ACL access key: sign every request (brokers with aclEnable).")
+@click.option("--secret-key", help="The access key's secret key.")
 @click.pass_context
-def admin(ctx: click.Context, namesrv_addr: str) -> None:
+def admin(
+    ctx: click.Context, namesrv_addr: str, access_key: str | None, secret_key: str | None
+) -> None:
     """Administer topics and look at a cluster (in the spirit of mqadmin)."""
     ctx.obj = namesrv_addr
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("--access-key and --secret-key go together")
+    if access_key is not None and secret_key is not None:
+        ctx.meta[_CREDENTIALS] = SessionCredentials(access_key, secret_key)
 
 
 @admin.command("topic-list")

@@ -38,6 +38,8 @@ REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 # Replies of request-reply messages go to the cluster's reply topic (MixAll.getReplyTopic).
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+# Message traces of clients with tracing on (TopicValidator.RMQ_SYS_TRACE_TOPIC).
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 # The first delay level of a consumer retry (10 s); the n-th retry waits level 3 + n - 1.

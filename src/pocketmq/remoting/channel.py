@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
+from pocketmq.protocol.acl_sign import SessionCredentials, sign_request
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
 from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, FLAG_ONEWAY, RemotingCommand
@@ -64,6 +65,8 @@ class RemotingChannel(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}
         # Responses held until this iteration ends; None when no response was written in it.
         self._held: list[bytes] | None = None
+        # A client's ACL credentials: every request it sends is signed (AclClientRPCHook).
+        self.credentials: SessionCredentials | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -221,6 +224,8 @@ class RemotingChannel(asyncio.Protocol):
         if not self.is_open:
             raise ConnectionError(f"connection to {self.peer} is closed")
         cmd.opaque = self.conn.next_opaque()
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[cmd.opaque] = fut
         try:
@@ -233,6 +238,8 @@ class RemotingChannel(asyncio.Protocol):
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = self.conn.next_opaque()
         cmd.flag |= FLAG_ONEWAY
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
         self.send(cmd)
 
     def close(self) -> None:
