@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,21 @@ def stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+def stop_at_stdin_eof(stop: asyncio.Event) -> None:
+    """Set ``stop`` once standard input reaches its end: a parent holding the write end of a
+    pipe to it (pocketmq.testing) takes the server down with it, even when the parent is
+    killed and cannot signal."""
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not os.read(fd, 4096):
+            loop.remove_reader(fd)
+            stop.set()
+
+    loop.add_reader(fd, readable)
 
 
 @click.command("namesrv")
@@ -203,6 +219,11 @@ def broker(
 @click.option("--broker-port", type=int, default=10911, show_default=True)
 @grpc_port_option
 @ready_file_option('Write {"namesrv": port, "broker": port, "grpc": port} here once serving.')
+@click.option(
+    "--stop-on-stdin-eof",
+    is_flag=True,
+    help="Stop (as on SIGTERM) when standard input is closed: a parent's pipe is a lifeline.",
+)
 def serve(
     conf: Path | None,
     store_dir: Path,
@@ -211,12 +232,15 @@ def serve(
     broker_port: int,
     grpc_port: int,
     ready_file: Path | None,
+    stop_on_stdin_eof: bool,
 ) -> None:
     """Run NameServer + broker + the gRPC endpoint in one process with an embedded store."""
     from pocketmq.cli.main import run_async
 
     async def main() -> None:
         stop = stop_on_signals()
+        if stop_on_stdin_eof:
+            stop_at_stdin_eof(stop)
         namesrv_server, ns_port = await start_namesrv(
             NamesrvConfig(listen_host=host, listen_port=namesrv_port,
                           kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
