@@ -14,6 +14,7 @@ from pocketmq.cli import admin_brokers, admin_consumers, admin_messages
 from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_groups_topics import GROUPS_TOPICS_VERBS
 from pocketmq.cli.admin_query_msg import QUERY_MSG_VERBS
+from pocketmq.cli.admin_stats import broker_consume_stats, stats_all
 from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
@@ -65,6 +66,8 @@ for _verb in (
     admin_messages.consume_message,
     *GROUPS_TOPICS_VERBS,
     *QUERY_MSG_VERBS,
+    stats_all,
+    broker_consume_stats,
 ):
     admin.add_command(_verb)
 
