@@ -1,7 +1,6 @@
 """Statistics of a cluster, as mqadmin's statsAll and brokerConsumeStats gather them: a
 broker's BrokerStatsData (VIEW_BROKER_STATS_DATA, 315), the groups consuming a topic
-(QUERY_TOPIC_CONSUME_BY_WHO, 300; from the broker's consumer offsets, GET_ALL_CONSUMER_OFFSET,
-on a broker that does not serve 300), a group's ConsumeStats (GET_CONSUME_STATS, 208) and a
+(QUERY_TOPIC_CONSUME_BY_WHO, 300), a group's ConsumeStats (GET_CONSUME_STATS, 208) and a
 broker's ConsumeStatsList (GET_BROKER_CONSUME_STATS, 317). Works against pocketmq and RocketMQ.
 """
 
@@ -10,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.names import is_dlq_topic, is_retry_topic
@@ -70,37 +69,17 @@ async def view_broker_stats(
         raise AdminError(f"{addr} sent a bad BrokerStatsData: {exc!r}") from exc
 
 
-def route_masters(route: dict[str, Any]) -> dict[str, str]:
-    """Broker name -> master address of a TopicRouteData."""
-    masters = {}
-    for data in route.get("brokerDatas") or []:
-        addrs = {int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items()}
-        if MASTER_ID in addrs:
-            masters[str(data["brokerName"])] = addrs[MASTER_ID]
-    return masters
-
-
 async def topic_consumer_groups(client: AdminClient, topic: str, masters: list[str]) -> list[str]:
     """The groups that consume ``topic`` on any of ``masters`` (queryTopicConsumeByWho)."""
     groups: set[str] = set()
     for addr in masters:
-        resp = await client.call(
-            addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic},
-            ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
-        )  # fmt: skip
+        body = await client.call_json(
+            addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}
+        )
         try:
-            if resp.code == ResponseCode.SUCCESS:
-                groups.update(str(g) for g in json_body.loads(resp.body)["groupList"])
-                continue
-            # The broker's consumer offsets say the same (whichGroupByTopic).
-            offsets = await client.call_json(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-            table = offsets["offsetTable"]
+            groups.update(str(g) for g in body["groupList"])
         except (KeyError, TypeError) as exc:
             raise AdminError(f"{addr} sent bad groups of {topic}: {exc!r}") from exc
-        for key in table:
-            key_topic, _, group = str(key).partition("@")
-            if key_topic == topic and group:
-                groups.add(group)
     return sorted(groups)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ def test_observations_land_in_rocketmqs_buckets() -> None:
 async def test_each_request_is_timed_with_its_response_code() -> None:
     latency = RpcLatency()
     dispatcher = TimedDispatcher(latency)
-    channel: Any = None
+    channel: Any = SimpleNamespace(peer="127.0.0.1:1")  # what the unsupported-code log reads
 
     def sync_ok(ch: Any, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS)
