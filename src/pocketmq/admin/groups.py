@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.admin.client import AdminClient, AdminError, route_masters
+from pocketmq.admin.topics import delete_topic
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.names import retry_topic
+from pocketmq.protocol.names import dlq_topic, retry_topic
 
 
 def _bad(addr: str, what: str, exc: Exception) -> AdminError:
@@ -73,6 +74,25 @@ async def update_subscription_group(
         )
         done[addr] = await subscription_group(client, addr, group) or cfg
     return done
+
+
+async def delete_subscription_group(
+    client: AdminClient, group: str, *, broker: str | None = None, cluster: str | None = None
+) -> tuple[list[str], list[str]]:
+    """DELETE_SUBSCRIPTIONGROUP on one broker, or on every master (of a cluster); with a
+    cluster, the group's retry and dead-letter topics go too, as mqadmin deleteSubGroup does.
+    Returns (the brokers it was deleted on, what could not be deleted, with why)."""
+    addrs = [broker] if broker else await client.master_addrs(cluster)
+    for addr in addrs:
+        await client.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group})
+    problems = []
+    if cluster and not broker:
+        for topic in (retry_topic(group), dlq_topic(group)):
+            try:
+                await delete_topic(client, topic, cluster)
+            except AdminError as exc:
+                problems.append(f"{topic}: {exc}")
+    return addrs, problems
 
 
 @dataclass(frozen=True, slots=True)

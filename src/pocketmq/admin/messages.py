@@ -213,8 +213,9 @@ async def messages_by_time(
     client: AdminClient, topic: str, begin_ms: int, end_ms: int, limit: int
 ) -> list[tuple[str, MessageExt]]:
     """Messages stored in [begin_ms, end_ms] on every queue of topic (each with its broker
-    name), the earliest first, at most ``limit`` in all (SEARCH_OFFSET_BY_TIMESTAMP, then
-    pulls from there)."""
+    name), the earliest first, at most ``limit`` in all: each queue is read from the offset
+    SEARCH_OFFSET_BY_TIMESTAMP gives for begin_ms until a message is stored after end_ms
+    (mqadmin printMsg)."""
     route = await client.route(topic)
     masters = route_masters(route)
     found: list[tuple[str, MessageExt]] = []
@@ -229,11 +230,16 @@ async def messages_by_time(
                 {"topic": topic, "queueId": queue_id, "timestamp": begin_ms},
             )  # fmt: skip
             offset = int(start.ext_fields.get("offset", 0))
-            for m in await pull_messages(client, addr, topic, queue_id, offset, limit):
-                if m.store_timestamp > end_ms:
+            kept = 0
+            while kept < limit:
+                got = await pull_messages(client, addr, topic, queue_id, offset, limit - kept)
+                past_end = [m for m in got if m.store_timestamp > end_ms]
+                inside = [m for m in got if begin_ms <= m.store_timestamp <= end_ms]
+                found += [(name, m) for m in inside]
+                kept += len(inside)
+                if not got or past_end:
                     break
-                if m.store_timestamp >= begin_ms:
-                    found.append((name, m))
+                offset = got[-1].queue_offset + 1
     found.sort(key=lambda nm: nm[1].store_timestamp)
     return found[:limit]
 
