@@ -28,18 +28,21 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from pocketmq.broker.acl import AclService
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
 from pocketmq.broker.failover import FailoverCoordinator, FailoverError, FailoverSettings
 from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.messaging import MessagingService
+from pocketmq.broker.metrics import MetricsEndpoint, RpcLatency, TimedDispatcher
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.role_switch import RoleSwitch
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
@@ -49,12 +52,18 @@ from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
+from pocketmq.remoting import (
+    Dispatcher,
+    RemotingChannel,
+    RemotingClient,
+    RemotingServer,
+    RequestHandler,
+)
 from pocketmq.store import MessageStore
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +93,14 @@ class Broker:
         self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.producers = ProducerRegistry(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
+        self.stats = BrokerStatsManager(config.broker_cluster_name, clock)
         self.locks = RebalanceLockManager(clock=clock)
-        self.dispatcher = Dispatcher()
+        # The Prometheus endpoint (metricsExporterType=PROM) and the request timing it reports.
+        self.rpc_latency = RpcLatency()
+        self.metrics: MetricsEndpoint | None = None
+        self.dispatcher = (
+            TimedDispatcher(self.rpc_latency) if config.metrics_enabled else Dispatcher()
+        )
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()
         self._tasks: list[asyncio.Task[None]] = []
@@ -104,6 +119,8 @@ class Broker:
         # Automatic failover (failoverZkAddress): who decides this broker's role, and how.
         self.coordinator: FailoverCoordinator | None = None
         self.role_switch: RoleSwitch | None = None
+        # aclEnable: checks every request before the dispatcher, and the gRPC endpoint's.
+        self.acl: AclService | None = None
 
     @property
     def port(self) -> int:
@@ -113,8 +130,17 @@ class Broker:
         """Open the store, start every service and listen; the bound port comes back.
 
         Raises:
-            ConfigError: failover is configured and ZooKeeper cannot be used.
+            ConfigError: failover is configured and ZooKeeper cannot be used; ACL is on and
+                its file is not valid.
         """
+        if self.config.acl_enable:
+            acl = AclService(
+                self.config.acl_plain_file,
+                watch_interval_ms=self.config.acl_file_watch_interval_ms,
+            )
+            # First: a bad file stops the start before anything is opened.
+            await asyncio.to_thread(acl.load)
+            self.acl = acl
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
         ha_port = self.config.ha_listen_port
@@ -181,11 +207,18 @@ class Broker:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
         register_all(self, self.dispatcher)
-        self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
+        handler: RequestHandler = self.dispatcher
+        if self.acl is not None:
+            self.acl.watch()
+            handler = self.acl.gate(self.dispatcher)
+        self.server = RemotingServer(handler, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self._on_channel_closed
+        if self.config.metrics_enabled:
+            await self._start_metrics()
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
+        self._tasks.append(asyncio.create_task(run_when_due(self._sample_stats, asyncio.Event())))
         self._tasks.append(asyncio.create_task(self._register_loop()))
         if self.is_master:
             await self.start_master_services()
@@ -201,6 +234,22 @@ class Broker:
                 raise
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
+
+    async def _start_metrics(self) -> None:
+        """Raises: ConfigError: the metrics port cannot be bound (the broker stops)."""
+        config = self.config
+        endpoint = MetricsEndpoint(self, self.rpc_latency)
+        try:
+            await endpoint.start(
+                config.metrics_prom_exporter_host or config.broker_ip1,
+                config.metrics_prom_exporter_port,
+            )
+        except OSError as exc:
+            await self.stop()
+            raise ConfigError(
+                f"metricsPromExporterPort {config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self.metrics = endpoint
 
     @property
     def is_master(self) -> bool:
@@ -305,6 +354,9 @@ class Broker:
         self.timer.on_message_arrived(topic, queue_id, queue_offset)
         self.pop.on_message_arrived(topic, queue_id, queue_offset)
 
+    async def _sample_stats(self) -> int:
+        return self.stats.sample()
+
     def max_delivery_attempts(self, group: str) -> int:
         """Deliveries of a message to a 5.x consumer group before its DLQ: retryMaxTimes + 1."""
         cfg = self.subscription_groups.find(group) or SubscriptionGroupConfig(group)
@@ -352,7 +404,10 @@ class Broker:
 
     def _register_request(self) -> RemotingCommand:
         body = json_body.dumps(
-            {"topicConfigSerializeWrapper": self.topics.wrapper(), "filterServerList": []}
+            {
+                "topicConfigSerializeWrapper": self.topics.wrapper(self.config.broker_permission),
+                "filterServerList": [],
+            }
         )
         return RemotingCommand.request(
             RequestCode.REGISTER_BROKER,
@@ -428,6 +483,8 @@ class Broker:
         await self._unregister_all()
         await self.namesrv_client.close()
         self.pull_hold.wake_all()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.server is not None:
             await self.server.stop()
         if self.ha_client is not None:
@@ -435,6 +492,8 @@ class Broker:
         await self.store.ha_service.stop()
         _persist_each(self.offsets.persist, self.topics.persist)  # the store closes regardless
         await asyncio.to_thread(self.store.close)
+        if self.acl is not None:
+            await self.acl.stop()
 
 
 def _persist_each(*persists: Callable[[], None]) -> None:

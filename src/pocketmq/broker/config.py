@@ -90,6 +90,22 @@ class BrokerConfig:
     failover_session_timeout_ms: int = 6_000
     # The ZooKeeper path under which each cluster/brokerName keeps its nodes.
     failover_zk_root: str = "/pocketmq/failover"
+    # The broker.conf this broker was started with (RocketMQ 5's brokerConfigPath): where
+    # UPDATE_BROKER_CONFIG persists the settings it accepts; None: started without one.
+    broker_config_path: Path | None = None
+    # Metrics (RocketMQ 5's names and defaults): DISABLE, or PROM for a Prometheus endpoint
+    # (GET /metrics) on metricsPromExporterHost (brokerIP1 when blank) and
+    # metricsPromExporterPort. RocketMQ's OTLP_GRPC and LOG exporters are refused.
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    # ACL 1.0 (broker/acl): every request needs an account of plain_acl.yml, as RocketMQ's
+    # aclEnable; off by default. The file is RocketMQ's ${ROCKETMQ_HOME}/conf/plain_acl.yml
+    # (its rocketmq.acl.plain.file property); a relative path is read from the directory the
+    # broker runs in. It is looked at for changes this often (ms; RocketMQ: 5 s).
+    acl_enable: bool = False
+    acl_plain_file: Path = Path("conf/plain_acl.yml")
+    acl_file_watch_interval_ms: int = 5_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -99,6 +115,11 @@ class BrokerConfig:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be 0 (master) or positive (slave)")
+        if not 0 <= self.broker_permission <= 7:
+            raise ConfigError(
+                f"broker_permission must be 0..7 (read 4, write 2, inherit 1), got "
+                f"{self.broker_permission}"
+            )
         if self.failover_enabled:
             self._check_failover()
         elif self.store.broker_role.is_master and self.broker_id != 0:
@@ -115,6 +136,13 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(
+                f"metricsExporterType {self.metrics_exporter_type!r} is not served by pocketmq: "
+                "use PROM (a Prometheus endpoint) or DISABLE"
+            )
+        if not 0 <= self.metrics_prom_exporter_port < 65536:
+            raise ConfigError("metricsPromExporterPort must be 0..65535")
         if self.slave_sync_interval <= 0:
             raise ConfigError("slave_sync_interval must be positive")
         if self.transaction_time_out < 0:
@@ -123,6 +151,12 @@ class BrokerConfig:
             raise ConfigError("transaction_check_interval must be positive")
         if self.transaction_check_max <= 0:
             raise ConfigError("transaction_check_max must be positive")
+        if self.acl_file_watch_interval_ms <= 0:
+            raise ConfigError("acl_file_watch_interval_ms must be positive")
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics_exporter_type == "PROM"
 
     @property
     def failover_enabled(self) -> bool:
