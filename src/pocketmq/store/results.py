@@ -107,6 +107,11 @@ class GetResult:
         return out
 
     @property
+    def message_count(self) -> int:
+        """How many records ``body`` holds (``units`` has two int64 per record)."""
+        return len(self.units) // 16
+
+    @property
     def buffer_total_size(self) -> int:
         return len(self.body)
 

@@ -232,6 +232,7 @@ def test_get_message_is_the_same_with_either_walk(
                 assert got[0] == got[1]
                 assert isinstance(got[0], GetResult)
                 assert b"".join(got[0].messages) == got[0].body
+                assert got[0].message_count == len(got[0].queue_offsets)
         finally:
             pull_read.pull_scan = pull_scan.pull_scan  # type: ignore[attr-defined]
             store.close()
