@@ -2,10 +2,10 @@
  * into one body, in one call. No I/O here: it reads the mappings the caller's segments hold.
  *
  * The reference is pocketmq/store/pull_scan.py. This serves its tag-hash case; input off that
- * path (a record filter, a list that is not a list, an attribute or limit that is not an exact
- * int in range, a tag code that is not an exact int, a mapping without a buffer) goes to the
- * reference, which gives it the reference's result or exception. The walk has no side effect,
- * so handing off half-way is as good as handing off at the start.
+ * path (a record filter, segment lists that are not exact lists, an attribute or a limit that
+ * is not an exact int in range, a tag code that is not an exact int, a mapping without a
+ * buffer) goes to the reference, which gives it the reference's result or exception. The walk
+ * has no side effect, so handing off half-way is as good as handing off at the start.
  *
  * While a mapping's buffer is held no Python code runs (segment attributes are slots of
  * MappedFile, read without calling out), so no other thread can close a segment under it.
