@@ -23,6 +23,7 @@ setup(
                     "batch",
                     "decode",
                     "index",
+                    "dispatch",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

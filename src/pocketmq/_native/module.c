@@ -59,6 +59,12 @@ static PyMethodDef speedups_methods[] = {
     {"index_put_requests", (PyCFunction)(void (*)(void))pmq_index_put_requests,
      METH_FASTCALL | METH_KEYWORDS,
      "Insert the keys of a put's dispatch requests into an index file's mapping."},
+    {"dispatch_requests", (PyCFunction)(void (*)(void))pmq_dispatch_requests,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The dispatch requests of a put's records placed back to back from phy_offset."},
+    {"consume_queue_put_requests",
+     (PyCFunction)(void (*)(void))pmq_consume_queue_put_requests, METH_FASTCALL | METH_KEYWORDS,
+     "Write a queue's run of consume-queue units into a mapping, below the reservation."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -78,7 +84,7 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (pmq_records_init() < 0 || pmq_index_init() < 0) {
+    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -30,6 +30,9 @@ int pmq_utf16_hash(PyObject *s, uint32_t h, uint32_t *out);
 /* Called once from PyInit__speedups: index.c's interned attribute names and page size. */
 int pmq_index_init(void);
 
+/* Called once from PyInit__speedups: dispatch.c's interned names. */
+int pmq_dispatch_init(void);
+
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 
@@ -56,5 +59,9 @@ PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize
                                PyObject *kwnames);
 PyObject *pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames);
+PyObject *pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames);
 
 #endif
