@@ -12,6 +12,21 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* MessageExt's fields, in the order of its dataclass (decode.c checks the class). */
+enum pmq_message_field {
+    F_TOPIC, F_BODY, F_QUEUE_ID, F_FLAG, F_PROPERTIES, F_SYS_FLAG, F_BORN_TIMESTAMP,
+    F_BORN_HOST, F_STORE_HOST, F_RECONSUME_TIMES, F_PREPARED_TRANSACTION_OFFSET,
+    F_STORE_TIMESTAMP, F_QUEUE_OFFSET, F_PHY_OFFSET, F_STORE_SIZE, F_BODY_CRC, F_MSG_ID,
+    F_COUNT
+};
+
+/* The MessageExt class of the module of the reference registered as ref_name (bound once,
+ * its slots checked; a borrowed reference), or NULL with an exception set. */
+PyTypeObject *pmq_message_type(const char *ref_name);
+
+/* Field f's slot of a MessageExt of that class: it owns what is stored in it (NULL: empty). */
+PyObject **pmq_message_slot(PyObject *msg, enum pmq_message_field f);
+
 /* The registry of references (borrowed; it lives as long as the process). */
 PyObject *pmq_references(void);
 
@@ -36,6 +51,9 @@ int pmq_dispatch_init(void);
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 
+/* Called once from pmq_records_init: the CRC tables and the CPU's carry-less multiply. */
+void pmq_crc32_init(void);
+
 /* Called once from PyInit__speedups: the interned attribute names and the CRC tables. */
 int pmq_records_init(void);
 
@@ -59,6 +77,8 @@ PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize
                                PyObject *kwnames);
 PyObject *pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames);
+PyObject *pmq_batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames);
 PyObject *pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
 PyObject *pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args,

@@ -58,6 +58,7 @@ HOMES = {
     "encode_records": record_codec,
     "place_records": record_codec,
     "decode_batch_body": batch,
+    "batch_messages": batch,
     "decode_message": record_codec,
     "decode_pull_body": pull_body,
     "index_put_requests": index_insert,
