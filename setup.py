@@ -24,6 +24,7 @@ setup(
                     "decode",
                     "index",
                     "dispatch",
+                    "crc32",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],
