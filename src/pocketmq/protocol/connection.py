@@ -66,13 +66,19 @@ class RemotingConnection:
             raise self._error
         if len(buf) < 4 + length:
             return NEED_DATA
-        frame = bytes(buf[4 : 4 + length])
-        del buf[: 4 + length]
+        # Decoded in place: the header and body are the only copies made of a frame's bytes.
+        view = memoryview(buf)
+        frame = view[4 : 4 + length]
         try:
-            return decode_frame(frame)
+            cmd = decode_frame(frame)
         except RemoteProtocolError as exc:
             self._error = exc
             raise
+        finally:
+            frame.release()
+            view.release()
+        del buf[: 4 + length]
+        return cmd
 
     def send(self, cmd: RemotingCommand) -> bytes:
         """Bytes to write for cmd.
