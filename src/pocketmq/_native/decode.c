@@ -19,7 +19,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <structmember.h>
 
 #define MAGIC_V1 0xDAA320A7u
 #define MAGIC_V2 0xDAA320ABu
@@ -63,37 +62,8 @@ bind_message_type(const char *ref_name)
                      "pocketmq._speedups: %s's module has no MessageExt class", ref_name);
         return -1;
     }
-    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
-    if (fields == NULL) {
+    if (pmq_slot_offsets(cls, MESSAGE_FIELDS, F_COUNT, slot_offset) < 0) {
         return -1;
-    }
-    Py_ssize_t nfields = PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
-    Py_DECREF(fields);
-    if (nfields != F_COUNT) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "pocketmq._speedups: MessageExt has %zd fields, the extension knows %d: "
-                     "rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
-                     nfields, F_COUNT);
-        return -1;
-    }
-    for (int f = 0; f < F_COUNT; f++) {
-        PyObject *descr = PyObject_GetAttrString(cls, MESSAGE_FIELDS[f]);
-        if (descr == NULL) {
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
-                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            slot_offset[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "pocketmq._speedups: MessageExt.%s is not a writable slot",
-                         MESSAGE_FIELDS[f]);
-            return -1;
-        }
     }
     str_uniq_key = PyUnicode_InternFromString("UNIQ_KEY");
     str_retry_topic = PyUnicode_InternFromString("RETRY_TOPIC");

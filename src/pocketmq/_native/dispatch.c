@@ -21,7 +21,6 @@
 
 #include <limits.h>
 #include <string.h>
-#include <structmember.h>
 
 #define CQ_UNIT_SIZE 20
 /* SysFlag.TRANSACTION_ROLLBACK_TYPE: the transaction-type bits. */
@@ -52,25 +51,20 @@ static PyObject *str_tags, *str_keys, *str_uniq_key, *str_topic, *str_queue_id,
 int
 pmq_dispatch_init(void)
 {
-    if (str_tags != NULL) {
-        return 0;
-    }
-    str_tags = PyUnicode_InternFromString("TAGS");
-    str_keys = PyUnicode_InternFromString("KEYS");
-    str_uniq_key = PyUnicode_InternFromString("UNIQ_KEY");
-    str_topic = PyUnicode_InternFromString("topic");
-    str_queue_id = PyUnicode_InternFromString("queue_id");
-    str_properties = PyUnicode_InternFromString("properties");
-    str_sys_flag = PyUnicode_InternFromString("sys_flag");
-    str_phy_offset = PyUnicode_InternFromString("phy_offset");
-    str_size = PyUnicode_InternFromString("size");
-    str_tags_code = PyUnicode_InternFromString("tags_code");
-    str_queue_offset = PyUnicode_InternFromString("queue_offset");
-    if (str_tags == NULL || str_keys == NULL || str_uniq_key == NULL || str_topic == NULL
-        || str_queue_id == NULL || str_properties == NULL || str_sys_flag == NULL
-        || str_phy_offset == NULL || str_size == NULL || str_tags_code == NULL
-        || str_queue_offset == NULL) {
-        return -1;
+    static const struct {
+        PyObject **var;
+        const char *text;
+    } names[] = {
+        {&str_tags, "TAGS"}, {&str_keys, "KEYS"}, {&str_uniq_key, "UNIQ_KEY"},
+        {&str_topic, "topic"}, {&str_queue_id, "queue_id"}, {&str_properties, "properties"},
+        {&str_sys_flag, "sys_flag"}, {&str_phy_offset, "phy_offset"}, {&str_size, "size"},
+        {&str_tags_code, "tags_code"}, {&str_queue_offset, "queue_offset"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (*names[i].var == NULL
+            && (*names[i].var = PyUnicode_InternFromString(names[i].text)) == NULL) {
+            return -1;
+        }
     }
     return 0;
 }
@@ -121,38 +115,9 @@ bind_request_type(void)
     if (cls == NULL) {
         return -1;
     }
-    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
-    Py_ssize_t nfields = fields != NULL && PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
-    Py_XDECREF(fields);
-    if (nfields != R_COUNT) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_RuntimeError,
-                     "pocketmq._speedups: DispatchRequest has %zd fields, the extension knows "
-                     "%d: rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
-                     nfields, R_COUNT);
+    if (pmq_slot_offsets(cls, REQUEST_FIELDS, R_COUNT, slot_offset) < 0) {
         Py_DECREF(cls);
         return -1;
-    }
-    for (int f = 0; f < R_COUNT; f++) {
-        PyObject *descr = PyObject_GetAttrString(cls, REQUEST_FIELDS[f]);
-        if (descr == NULL) {
-            Py_DECREF(cls);
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
-                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            slot_offset[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "pocketmq._speedups: DispatchRequest.%s is not a writable slot",
-                         REQUEST_FIELDS[f]);
-            Py_DECREF(cls);
-            return -1;
-        }
     }
     PyObject *msg_cls = reference_global(globals, "MessageExt", is_type);
     PyObject *schedule = msg_cls ? reference_global(globals, "SCHEDULE_TOPIC", is_str) : NULL;
@@ -167,22 +132,6 @@ bind_request_type(void)
     timer_topic = timer;
     message_type = (PyTypeObject *)msg_cls;
     request_type = (PyTypeObject *)cls;
-    return 0;
-}
-
-static int
-exact_int64(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!PyLong_CheckExact(v)) {
-        return -1;
-    }
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred()) || x < lo || x > hi) {
-        PyErr_Clear();
-        return -1;
-    }
-    *out = (int64_t)x;
     return 0;
 }
 
@@ -279,7 +228,7 @@ pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     int64_t phy;
     if (kwnames != NULL || nargs != 7 || !PyList_CheckExact(args[0])
         || !PyList_CheckExact(args[1]) || !PyList_CheckExact(args[2])
-        || !PyList_CheckExact(args[3]) || exact_int64(args[4], LLONG_MIN, LLONG_MAX, &phy)
+        || !PyList_CheckExact(args[3]) || pmq_int64_in(args[4], LLONG_MIN, LLONG_MAX, &phy)
         || !PyLong_CheckExact(args[5])) {
         return pmq_call_reference("dispatch_requests", args, nargs, kwnames);
     }
@@ -304,7 +253,7 @@ pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         }
         PyObject *size = PyList_GET_ITEM(sizes, i);
         int64_t size_value, next;
-        if (exact_int64(size, LLONG_MIN, LLONG_MAX, &size_value)
+        if (pmq_int64_in(size, LLONG_MIN, LLONG_MAX, &size_value)
             || __builtin_add_overflow(phy, size_value, &next)) {
             goto reference;
         }
@@ -338,20 +287,6 @@ store_be(unsigned char *p, uint64_t v, int width)
     }
 }
 
-/* An exact int attribute in [lo, hi]. 0, or -1 (no exception left set) otherwise. */
-static int
-int_attr(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out)
-{
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    int bad = exact_int64(v, lo, hi, out);
-    Py_DECREF(v);
-    return bad;
-}
-
 /* Whether the record's unit is the queue's next one at `at`, and fits the mark; 1 yes, 0 no
  * (the call stops), -1 its transaction type keeps it out of consume queues. */
 static int
@@ -359,14 +294,14 @@ unit_fields(PyObject *r, PyObject *topic, int64_t queue_id, int64_t at, int64_t 
             int64_t *size, int64_t *tags)
 {
     int64_t sys_flag, qid, qo;
-    if (int_attr(r, str_sys_flag, LLONG_MIN, LLONG_MAX, &sys_flag)) {
+    if (pmq_int_attr(r, str_sys_flag, LLONG_MIN, LLONG_MAX, &sys_flag)) {
         return 0;
     }
     int64_t kind = sys_flag & TRANSACTION_MASK;
     if (kind != 0 && kind != TRANSACTION_COMMIT) {
         return -1;
     }
-    if (int_attr(r, str_queue_id, LLONG_MIN, LLONG_MAX, &qid) || qid != queue_id) {
+    if (pmq_int_attr(r, str_queue_id, LLONG_MIN, LLONG_MAX, &qid) || qid != queue_id) {
         return 0;
     }
     PyObject *t = PyObject_GetAttr(r, str_topic);
@@ -376,16 +311,16 @@ unit_fields(PyObject *r, PyObject *topic, int64_t queue_id, int64_t at, int64_t 
     }
     int same = PyUnicode_CheckExact(t) && str_equal(t, topic);
     Py_DECREF(t);
-    if (!same || int_attr(r, str_queue_offset, LLONG_MIN, LLONG_MAX, &qo)) {
+    if (!same || pmq_int_attr(r, str_queue_offset, LLONG_MIN, LLONG_MAX, &qo)) {
         return 0;
     }
     int64_t unit_at;
     if (__builtin_mul_overflow(qo, CQ_UNIT_SIZE, &unit_at) || unit_at != at) {
         return 0;
     }
-    if (int_attr(r, str_phy_offset, LLONG_MIN, LLONG_MAX, phy)
-        || int_attr(r, str_size, INT32_MIN, INT32_MAX, size)
-        || int_attr(r, str_tags_code, LLONG_MIN, LLONG_MAX, tags)) {
+    if (pmq_int_attr(r, str_phy_offset, LLONG_MIN, LLONG_MAX, phy)
+        || pmq_int_attr(r, str_size, INT32_MIN, INT32_MAX, size)
+        || pmq_int_attr(r, str_tags_code, LLONG_MIN, LLONG_MAX, tags)) {
         return 0;
     }
     return 1;
@@ -397,11 +332,12 @@ pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args, Py_ssize
 {
     (void)module;
     int64_t pos, limit, file_from, queue_id, start;
-    if (kwnames != NULL || nargs != 8 || exact_int64(args[1], 0, LLONG_MAX, &pos)
-        || exact_int64(args[2], LLONG_MIN, LLONG_MAX, &limit)
-        || exact_int64(args[3], LLONG_MIN, LLONG_MAX, &file_from)
-        || !PyUnicode_CheckExact(args[4]) || exact_int64(args[5], LLONG_MIN, LLONG_MAX, &queue_id)
-        || !PyList_CheckExact(args[6]) || exact_int64(args[7], 0, PY_SSIZE_T_MAX, &start)) {
+    if (kwnames != NULL || nargs != 8 || pmq_int64_in(args[1], 0, LLONG_MAX, &pos)
+        || pmq_int64_in(args[2], LLONG_MIN, LLONG_MAX, &limit)
+        || pmq_int64_in(args[3], LLONG_MIN, LLONG_MAX, &file_from)
+        || !PyUnicode_CheckExact(args[4])
+        || pmq_int64_in(args[5], LLONG_MIN, LLONG_MAX, &queue_id)
+        || !PyList_CheckExact(args[6]) || pmq_int64_in(args[7], 0, PY_SSIZE_T_MAX, &start)) {
         return pmq_call_reference("consume_queue_put_requests", args, nargs, kwnames);
     }
     Py_buffer mm;

@@ -5,6 +5,8 @@
  */
 #include "speedups.h"
 
+#include <structmember.h>
+
 /* A strong reference held for the life of the process, like the module itself. */
 static PyObject *references;
 
@@ -26,6 +28,73 @@ pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     return PyObject_Vectorcall(ref, args, (size_t)nargs, kwnames);
+}
+
+int
+pmq_int64_in(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return -1;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()) || x < lo || x > hi) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+int
+pmq_int_attr(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int bad = pmq_int64_in(v, lo, hi, out);
+    Py_DECREF(v);
+    return bad;
+}
+
+int
+pmq_slot_offsets(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets)
+{
+    const char *cls_name = ((PyTypeObject *)cls)->tp_name;
+    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
+    if (fields == NULL) {
+        return -1;
+    }
+    Py_ssize_t nfields = PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
+    Py_DECREF(fields);
+    if (nfields != count) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "pocketmq._speedups: %s has %zd fields, the extension knows %d: "
+                     "rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
+                     cls_name, nfields, count);
+        return -1;
+    }
+    for (int f = 0; f < count; f++) {
+        PyObject *descr = PyObject_GetAttrString(cls, names[f]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
+                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_RuntimeError, "pocketmq._speedups: %s.%s is not a writable slot",
+                         cls_name, names[f]);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static PyMethodDef speedups_methods[] = {

@@ -30,6 +30,16 @@ PyObject **pmq_message_slot(PyObject *msg, enum pmq_message_field f);
 /* The registry of references (borrowed; it lives as long as the process). */
 PyObject *pmq_references(void);
 
+/* An exact int in [lo, hi] into *out: 0, or -1 when it is not one (no exception left set). */
+int pmq_int64_in(PyObject *v, int64_t lo, int64_t hi, int64_t *out);
+
+/* pmq_int64_in of obj's attribute name: 0, or -1 (no exception left set). */
+int pmq_int_attr(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out);
+
+/* The offsets of a slots dataclass's fields, checked to be exactly `names` (count of them) and
+ * writable object slots: 0, or -1 with a RuntimeError saying to rebuild. */
+int pmq_slot_offsets(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets);
+
 /* Calls the reference implementation registered as `name` with the same arguments. */
 PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);

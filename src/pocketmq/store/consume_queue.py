@@ -21,10 +21,9 @@ import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from pocketmq.protocol.native import select
-from pocketmq.store.dispatch import goes_to_consume_queue
+from pocketmq.store.dispatch import DispatchRequest, goes_to_consume_queue, next_queued
 from pocketmq.store.layout import CQ_UNIT_SIZE
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.mapped_file_queue import MappedFileQueue
@@ -38,25 +37,6 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 
-class QueuedRecord(Protocol):
-    """What a consume queue reads of a dispatch request (store.dispatch.DispatchRequest)."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def queue_id(self) -> int: ...
-    @property
-    def phy_offset(self) -> int: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def tags_code(self) -> int: ...
-    @property
-    def queue_offset(self) -> int: ...
-    @property
-    def sys_flag(self) -> int: ...
-
-
 def consume_queue_put_requests_py(
     mm: mmap.mmap | bytearray,
     pos: int,
@@ -64,7 +44,7 @@ def consume_queue_put_requests_py(
     file_from: int,
     topic: str,
     queue_id: int,
-    reqs: Sequence[QueuedRecord],
+    reqs: Sequence[DispatchRequest],
     start: int,
 ) -> tuple[int, int, int]:
     """Write the units of reqs[start:] that continue the queue at byte ``pos`` of a file
@@ -159,10 +139,10 @@ class ConsumeQueue:
         mf.wrote_position += CQ_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
 
-    def put_requests(self, reqs: Sequence[QueuedRecord], start: int) -> int:
+    def put_requests(self, reqs: Sequence[DispatchRequest], start: int) -> int:
         """``put`` for the records of reqs[start:] that belong to this queue, up to the first
-        record of another queue; returns its position (len(reqs) at the end). Records that
-        stay out of consume queues are passed over.
+        record of another queue; returns its position (len(reqs) at the end). reqs[start] goes
+        to a consume queue; the records that stay out of them are passed over.
 
         Raises:
             OSError: a file cannot be created or its blocks reserved (the units before it
@@ -172,9 +152,6 @@ class ConsumeQueue:
         n = len(reqs)
         while i < n:
             r = reqs[i]
-            if not goes_to_consume_queue(r.sys_flag):
-                i += 1
-                continue
             if r.queue_id != self.queue_id or r.topic != self.topic:
                 break
             # The next unit of a queue with files: writes, as many as fit the reservation.
@@ -187,10 +164,10 @@ class ConsumeQueue:
                 if end_phy >= 0:
                     self.max_physic_offset = end_phy
                 if j > i:
-                    i = j
+                    i = next_queued(reqs, j)
                     continue
             self.put(r.phy_offset, r.size, r.tags_code, r.queue_offset)
-            i += 1
+            i = next_queued(reqs, i + 1)
         return i
 
     def _writable(self) -> MappedFile:

@@ -118,6 +118,14 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
     return t == SysFlag.TRANSACTION_NOT_TYPE or t == SysFlag.TRANSACTION_COMMIT_TYPE
 
 
+def next_queued(reqs: Sequence[DispatchRequest], i: int) -> int:
+    """The position of the first of reqs[i:] that goes to a consume queue (or len(reqs))."""
+    n = len(reqs)
+    while i < n and not goes_to_consume_queue(reqs[i].sys_flag):
+        i += 1
+    return i
+
+
 # Each dispatcher takes the requests of one put (or one stretch of the log), in log order, so
 # that per-put work (the index inserts) is one call.
 Dispatcher = Callable[[list[DispatchRequest]], None]

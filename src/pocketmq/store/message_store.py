@@ -35,6 +35,7 @@ from pocketmq.store.dispatch import (
     DispatchRequest,
     ReputService,
     goes_to_consume_queue,
+    next_queued,
     request_from_record,
 )
 from pocketmq.store.filter import MessageFilter
@@ -296,20 +297,16 @@ class MessageStore:
     def _dispatch_cq(self, reqs: list[DispatchRequest]) -> None:
         table = self.consume_queue_table
         listener = self.on_message_arrived
-        i = 0
-        n = len(reqs)
-        while i < n:
+        i = next_queued(reqs, 0)
+        while i < len(reqs):
             req = reqs[i]
-            if not goes_to_consume_queue(req.sys_flag):
-                i += 1
-                continue
             queues = table.get(req.topic)
             cq = queues.get(req.queue_id) if queues else None
             if cq is None:
                 cq = self._new_consume_queue(req.topic, req.queue_id)
             before = cq.max_offset_in_queue()
             try:
-                i = cq.put_requests(reqs, i)
+                i = next_queued(reqs, cq.put_requests(reqs, i))
             finally:
                 # One wake-up per run of a queue's units: the waiters (pull hold, POP,
                 # schedule, timer) look at everything up to the offset they are given.
