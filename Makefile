@@ -22,11 +22,15 @@ run: $(STAMP)
 # the unit, fuzz, crash and integration tests run again on the pure-Python references (the
 # servers they start inherit POCKETMQ_PURE_PYTHON; test_implementation.py checks). Interop and
 # Spark run once. On 2 cores: about 7.5 min, then 2.5 min. The failover tests run a real
-# ZooKeeper, Debian's zookeeper package, installed when missing (they are skipped if that fails).
+# ZooKeeper, Debian's zookeeper package, installed when missing (they are skipped if that fails);
+# the dashboard's end-to-end test drives Debian's chromium, installed the same way.
 test: $(STAMP)
 	test -x /usr/share/zookeeper/bin/zkServer.sh \
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; } \
 		|| echo "zookeeper could not be installed: the failover tests will be skipped"
+	test -x /usr/bin/chromium \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+		|| echo "chromium could not be installed: the dashboard's browser tests will be skipped"
 	$(BIN)/python -m pocketmq.cli --version | grep -q native \
 		|| { echo "pocketmq._speedups did not build (see pip's output)"; exit 1; }
 	$(BIN)/ruff check src tests bench examples

@@ -35,20 +35,51 @@ def snake_to_camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+# RocketMQ's names that keep an acronym in capitals (snake_to_camel would not restore them).
+_ACRONYM_NAMES = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2",
+                  "check_crc_on_recover": "checkCRCOnRecover"}  # fmt: skip
+
+
+def property_name(field_name: str) -> str:
+    """A dataclass field's RocketMQ property name: ``broker_ip1`` -> ``brokerIP1``."""
+    return _ACRONYM_NAMES.get(field_name) or snake_to_camel(field_name)
+
+
+def format_value(value: object) -> str:
+    """A setting as RocketMQ prints it in a properties text (booleans lower case, enums by
+    name)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return value.name
+    return str(value)
+
+
 def read_properties(path: Path | str) -> dict[str, str]:
     """Parse a Java properties file.
 
     Raises:
         ConfigError: the file cannot be read or parsed.
     """
-    props = Properties()
     try:
         with open(path, "rb") as f:
-            props.load(f, "utf-8")
+            data = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    return parse_properties(data, f"config file {path}")
+
+
+def parse_properties(data: bytes, what: str = "properties") -> dict[str, str]:
+    """Parse Java properties text (UTF-8), as RocketMQ's MixAll.string2Properties does.
+
+    Raises:
+        ConfigError: the text cannot be parsed (what names it in the message).
+    """
+    props = Properties()
+    try:
+        props.load(data, "utf-8")
     except Exception as exc:  # jproperties raises its own parse errors
-        raise ConfigError(f"cannot parse config file {path}: {exc}") from exc
+        raise ConfigError(f"cannot parse {what}: {exc}") from exc
     return {str(k): str(v.data).strip() for k, v in props.items()}
 
 

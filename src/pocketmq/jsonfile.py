@@ -1,5 +1,5 @@
-"""JSON files written atomically: the broker's and NameServer's metadata under {store}/config
-(ConfigManager.persist) and a broadcasting consumer's local offsets.
+"""Files written atomically, JSON above all: the broker's and NameServer's metadata under
+{store}/config (ConfigManager.persist) and a broadcasting consumer's local offsets.
 
 A write serializes the value first, then goes to ``name.tmp`` (fsynced); the current file is
 kept as ``name.bak`` and the temp file is renamed over the original; the directory is fsynced
@@ -34,6 +34,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
         payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as exc:
         raise StoreError(f"cannot write {path}: the value is not serializable: {exc}") from exc
+    write_bytes_atomic(path, payload)
+
+
+def write_bytes_atomic(path: Path, payload: bytes) -> None:
+    """Replace path with payload as ``write_json_atomic`` does (the previous version kept as
+    path.bak).
+
+    Raises:
+        StoreError: the file cannot be written; the previous version stays in place.
+    """
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
     try:

@@ -4,28 +4,14 @@ subscription groups."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from admin_cli import admin, ok
 from server_procs import ServerProcess
 
 pytestmark = pytest.mark.integration
-
-
-def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-
-
-def ok(namesrv: str, *args: str) -> str:
-    out = admin(namesrv, *args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_admin_verbs(tmp_path: Path) -> None:
@@ -36,14 +22,15 @@ def test_admin_verbs(tmp_path: Path) -> None:
     try:
         assert "OK" in ok(ns, "update-topic", "-t", "Orders", "-r", "2", "-w", "2")
         assert "Orders" in ok(ns, "topic-list").split()
-        assert '"writeQueueNums": 2' in ok(ns, "topic-route", "-t", "Orders")
+        assert '"writeQueueNums": 2' in ok(ns, "topic-route", "-t", "Orders", "--json")
         assert "DefaultCluster" in ok(ns, "cluster-list")
-        sent = ok(
-            ns, "send-message", "-t", "Orders", "-p", "hello admin", "--tags", "A", "-k", "K1"
-        )
-        assert "offset 0" in sent
-        consumed = ok(ns, "consume-message", "-t", "Orders", "--tags", "A")
-        assert "hello admin" in consumed and "keys K1" in consumed
+        sent = json.loads(ok(
+            ns, "send-message", "-t", "Orders", "-p", "hello admin", "--tags", "A", "-k", "K1",
+            "--json",
+        ))  # fmt: skip
+        assert sent[0]["offset"] == 0
+        consumed = json.loads(ok(ns, "consume-message", "-t", "Orders", "--tags", "A", "--json"))
+        assert [(m["body"], m["keys"]) for m in consumed] == [("hello admin", "K1")]
         assert "hello admin" not in ok(ns, "consume-message", "-t", "Orders", "--tags", "B")
         progress = ok(ns, "consumer-progress", "-g", "NoSuchGroup", "-t", "Orders")
         assert "total lag: 1" in progress
@@ -66,7 +53,7 @@ def test_subscription_group_verbs(tmp_path: Path) -> None:
 
     def group_config() -> dict[str, Any]:
         configs: dict[str, dict[str, Any]] = json.loads(
-            ok(ns, "subscription-group", "-g", "CG_ADMIN")
+            ok(ns, "subscription-group", "-g", "CG_ADMIN", "--json")
         )
         assert list(configs) == [broker]
         return configs[broker]
@@ -74,8 +61,12 @@ def test_subscription_group_verbs(tmp_path: Path) -> None:
     try:
         missing = admin(ns, "subscription-group", "-g", "CG_ADMIN")
         assert missing.returncode == 1 and "no master broker has" in missing.stderr
-        created = ok(ns, "update-subscription-group", "-g", "CG_ADMIN", "-r", "3", "-o")
-        assert f"update subscription group CG_ADMIN on {broker}: OK" in created
+        created = json.loads(
+            ok(ns, "update-subscription-group", "-g", "CG_ADMIN", "-r", "3", "-o", "--json")
+        )
+        assert [(r["broker"], r["group"], r["retryMaxTimes"]) for r in created] == [
+            (broker, "CG_ADMIN", 3)
+        ]
         cfg = group_config()
         assert (cfg["retryMaxTimes"], cfg["consumeMessageOrderly"]) == (3, True)
         assert (cfg["retryQueueNums"], cfg["consumeEnable"]) == (1, True)  # RocketMQ's defaults

@@ -14,11 +14,20 @@ python cpp_client_script.py load NAMESRV FIRST TOPIC   -> sync sends of "m-FIRST
                                                           ... to TOPIC (each once, the client's
                                                           own retries) until stdin closes;
                                                           prints "ok N" or "fail N" per send
+python cpp_client_script.py acl_produce NAMESRV TOPIC AK SK
+                                                       -> one sync send with session
+                                                          credentials; prints its status or
+                                                          the client's error
+python cpp_client_script.py acl_pull NAMESRV TOPIC GROUP AK SK
+                                                       -> one pull of each queue from offset 0
+                                                          with session credentials; prints the
+                                                          bodies, statuses and errors
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import sys
 import threading
@@ -26,8 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketmq.client import Message, Producer, PushConsumer, SendStatus
-from rocketmq.exceptions import ProducerSendSyncFailed
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage, SendStatus
+from rocketmq.exceptions import ProducerSendSyncFailed, ffi_check
+from rocketmq.ffi import _CMessageQueue, _CPullStatus, dll
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from waiting import wait_until_sync
@@ -218,9 +228,61 @@ def load(namesrv: str, first: int, topic: str) -> None:
         producer.shutdown()
 
 
+def acl_produce(namesrv: str, topic: str, access_key: str, secret_key: str) -> None:
+    producer = Producer("PG_CPP_ACL")
+    producer.set_namesrv_addr(namesrv)
+    producer.set_session_credentials(access_key, secret_key, "ALIYUN")
+    producer.start()
+    msg = Message(topic)
+    msg.set_body("from-cpp")
+    try:
+        result = producer.send_sync(msg)
+        outcome = {"status": SendStatus(result.status).name}
+    except ProducerSendSyncFailed as exc:
+        outcome = {"error": str(exc)}
+    finally:
+        producer.shutdown()
+    print(json.dumps(outcome), flush=True)
+
+
+def acl_pull(namesrv: str, topic: str, group: str, access_key: str, secret_key: str) -> None:
+    """Each queue pulled once, through the client's own C calls: its PullConsumer.pull()
+    retries a refused pull for ever (it reads a refusal as a broker timeout)."""
+    consumer = PullConsumer(group)
+    consumer.set_namesrv_addr(namesrv)
+    consumer.set_session_credentials(access_key, secret_key, "ALIYUN")
+    consumer.start()
+    bodies: list[str] = []
+    statuses: list[str] = []
+    errors: list[str] = []
+    queues = ctypes.POINTER(_CMessageQueue)()
+    size = ctypes.c_int()
+    try:
+        ffi_check(dll.FetchSubscriptionMessageQueues(
+            consumer._handle, topic.encode(), ctypes.pointer(queues), ctypes.pointer(size)
+        ))  # fmt: skip
+        for i in range(size.value):
+            result = dll.Pull(consumer._handle, ctypes.pointer(queues[i]), b"*", 0, 32)
+            statuses.append(_CPullStatus(result.pullStatus).name)
+            if result.pullStatus == _CPullStatus.FOUND:
+                bodies += [RecvMessage(result.msgFoundList[j]).body.decode()
+                           for j in range(result.size)]  # fmt: skip
+            elif result.pullStatus == _CPullStatus.BROKER_TIMEOUT:
+                errors.append((dll.GetLatestErrorMessage() or b"").decode())
+            dll.ReleasePullResult(result)
+        ffi_check(dll.ReleaseSubscriptionMessageQueue(queues))
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"bodies": bodies, "statuses": statuses, "errors": errors}), flush=True)
+
+
 if __name__ == "__main__":
     role, namesrv, arg = sys.argv[1:4]
-    if role == "load":
+    if role == "acl_produce":
+        acl_produce(namesrv, arg, *sys.argv[4:6])
+    elif role == "acl_pull":
+        acl_pull(namesrv, arg, *sys.argv[4:7])
+    elif role == "load":
         load(namesrv, int(arg), sys.argv[4])
     elif role == "produce":
         produce(namesrv, arg)

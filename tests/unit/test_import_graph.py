@@ -5,6 +5,8 @@
   boundary to the C extension, imports ``pocketmq._speedups`` and reads ``os.environ``.
 - ``client`` reaches (directly or through what it imports) only ``protocol``, ``remoting``
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
+- ``admin`` (the admin library) is a client too: the same rule as ``client``.
+- ``testing`` reaches only ``protocol`` and ``errors``: its server is a child process.
 - Nothing imports ``cli``.
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run.
@@ -146,7 +148,7 @@ def test_filter_does_no_io_and_imports_only_errors() -> None:
 def test_client_reaches_no_server_side_package() -> None:
     forbidden = ("pocketmq.store", "pocketmq.broker", "pocketmq.namesrv", "pocketmq.grpc")
     for module in _modules():
-        if not module.startswith("pocketmq.client"):
+        if not module.startswith(("pocketmq.client", "pocketmq.admin")):
             continue
         reached = sorted(m for m in _reachable(module) if m.startswith(forbidden))
         assert not reached, f"{module} reaches {reached}"
@@ -160,3 +162,16 @@ def test_nothing_imports_the_cli() -> None:
             m for m in _imports(module) if m == "pocketmq.cli" or m.startswith("pocketmq.cli.")
         )
         assert not cli, f"{module} imports {cli}"
+
+
+def test_testing_reaches_only_the_protocol() -> None:
+    # A user's test process imports pocketmq.testing next to its own clients (the 5.x client's
+    # protobuf code clashes with pocketmq.grpc's): the server runs in a child process.
+    allowed = ("pocketmq.testing", "pocketmq.protocol", "pocketmq.errors")
+    for module in _modules():
+        if not module.startswith("pocketmq.testing"):
+            continue
+        reached = sorted(
+            m for m in _reachable(module) if m.startswith("pocketmq.") and not m.startswith(allowed)
+        )
+        assert not reached, f"{module} reaches {reached}"

@@ -28,6 +28,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from pocketmq.broker.acl import AclService
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumers import ConsumerManager
 from pocketmq.broker.failover import FailoverCoordinator, FailoverError, FailoverSettings
@@ -49,7 +50,13 @@ from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import Dispatcher, RemotingChannel, RemotingClient, RemotingServer
+from pocketmq.remoting import (
+    Dispatcher,
+    RemotingChannel,
+    RemotingClient,
+    RemotingServer,
+    RequestHandler,
+)
 from pocketmq.store import MessageStore
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
@@ -104,6 +111,8 @@ class Broker:
         # Automatic failover (failoverZkAddress): who decides this broker's role, and how.
         self.coordinator: FailoverCoordinator | None = None
         self.role_switch: RoleSwitch | None = None
+        # aclEnable: checks every request before the dispatcher, and the gRPC endpoint's.
+        self.acl: AclService | None = None
 
     @property
     def port(self) -> int:
@@ -113,8 +122,17 @@ class Broker:
         """Open the store, start every service and listen; the bound port comes back.
 
         Raises:
-            ConfigError: failover is configured and ZooKeeper cannot be used.
+            ConfigError: failover is configured and ZooKeeper cannot be used; ACL is on and
+                its file is not valid.
         """
+        if self.config.acl_enable:
+            acl = AclService(
+                self.config.acl_plain_file,
+                watch_interval_ms=self.config.acl_file_watch_interval_ms,
+            )
+            # First: a bad file stops the start before anything is opened.
+            await asyncio.to_thread(acl.load)
+            self.acl = acl
         sock = socket.create_server((self.config.listen_host, self.config.listen_port))
         # Read before the real port replaces 0: listen port 0 asks for any free HA port too.
         ha_port = self.config.ha_listen_port
@@ -181,7 +199,11 @@ class Broker:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
         register_all(self, self.dispatcher)
-        self.server = RemotingServer(self.dispatcher, idle_timeout_s=120)
+        handler: RequestHandler = self.dispatcher
+        if self.acl is not None:
+            self.acl.watch()
+            handler = self.acl.gate(self.dispatcher)
+        self.server = RemotingServer(handler, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self._on_channel_closed
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
@@ -352,7 +374,10 @@ class Broker:
 
     def _register_request(self) -> RemotingCommand:
         body = json_body.dumps(
-            {"topicConfigSerializeWrapper": self.topics.wrapper(), "filterServerList": []}
+            {
+                "topicConfigSerializeWrapper": self.topics.wrapper(self.config.broker_permission),
+                "filterServerList": [],
+            }
         )
         return RemotingCommand.request(
             RequestCode.REGISTER_BROKER,
@@ -435,6 +460,8 @@ class Broker:
         await self.store.ha_service.stop()
         _persist_each(self.offsets.persist, self.topics.persist)  # the store closes regardless
         await asyncio.to_thread(self.store.close)
+        if self.acl is not None:
+            await self.acl.stop()
 
 
 def _persist_each(*persists: Callable[[], None]) -> None:

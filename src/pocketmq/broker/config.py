@@ -90,6 +90,16 @@ class BrokerConfig:
     failover_session_timeout_ms: int = 6_000
     # The ZooKeeper path under which each cluster/brokerName keeps its nodes.
     failover_zk_root: str = "/pocketmq/failover"
+    # The broker.conf this broker was started with (RocketMQ 5's brokerConfigPath): where
+    # UPDATE_BROKER_CONFIG persists the settings it accepts; None: started without one.
+    broker_config_path: Path | None = None
+    # ACL 1.0 (broker/acl): every request needs an account of plain_acl.yml, as RocketMQ's
+    # aclEnable; off by default. The file is RocketMQ's ${ROCKETMQ_HOME}/conf/plain_acl.yml
+    # (its rocketmq.acl.plain.file property); a relative path is read from the directory the
+    # broker runs in. It is looked at for changes this often (ms; RocketMQ: 5 s).
+    acl_enable: bool = False
+    acl_plain_file: Path = Path("conf/plain_acl.yml")
+    acl_file_watch_interval_ms: int = 5_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -99,6 +109,11 @@ class BrokerConfig:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be 0 (master) or positive (slave)")
+        if not 0 <= self.broker_permission <= 7:
+            raise ConfigError(
+                f"broker_permission must be 0..7 (read 4, write 2, inherit 1), got "
+                f"{self.broker_permission}"
+            )
         if self.failover_enabled:
             self._check_failover()
         elif self.store.broker_role.is_master and self.broker_id != 0:
@@ -123,6 +138,8 @@ class BrokerConfig:
             raise ConfigError("transaction_check_interval must be positive")
         if self.transaction_check_max <= 0:
             raise ConfigError("transaction_check_max must be positive")
+        if self.acl_file_watch_interval_ms <= 0:
+            raise ConfigError("acl_file_watch_interval_ms must be positive")
 
     @property
     def failover_enabled(self) -> bool:

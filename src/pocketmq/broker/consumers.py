@@ -16,21 +16,38 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from pocketmq.broker.connections import DEFAULT_LANGUAGE, Connection
 from pocketmq.broker.filtering import Subscription
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting import RemotingChannel
 
 log = logging.getLogger(__name__)
+
+
+class ConsumerChannel(Protocol):
+    """A consumer's connection: a remoting channel, or the stand-in of a 5.x gRPC client
+    (``grpc/consumer_channel.py``), as RocketMQ's proxy registers those in this table too."""
+
+    peer: str
+    attributes: dict[str, Any]
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None: ...
+
+    async def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
 class ClientInfo:
     client_id: str
     last_update_ms: int
+    # What the client's heartbeat said of itself (ClientChannelInfo's language and version).
+    language: str = DEFAULT_LANGUAGE
+    version: int = 0
 
 
 @dataclass(slots=True)
@@ -40,7 +57,7 @@ class ConsumerGroupInfo:
     message_model: Any = None
     consume_from_where: Any = None
     subscriptions: dict[str, Subscription] = field(default_factory=dict)  # by topic
-    channels: dict[RemotingChannel, ClientInfo] = field(default_factory=dict)
+    channels: dict[ConsumerChannel, ClientInfo] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
@@ -65,7 +82,7 @@ class ConsumerManager:
 
     def register(
         self,
-        channel: RemotingChannel,
+        channel: ConsumerChannel,
         client_id: str,
         data: dict[str, Any],
         subscriptions: Sequence[Subscription] = (),
@@ -80,17 +97,22 @@ class ConsumerManager:
         info.consume_from_where = data.get("consumeFromWhere")
         info.update_subscriptions(subscriptions)
         before = info.client_ids()
-        info.channels[channel] = ClientInfo(client_id, self.clock.now_ms())
+        info.channels[channel] = ClientInfo(
+            client_id,
+            self.clock.now_ms(),
+            str(channel.attributes.get("language", DEFAULT_LANGUAGE)),
+            int(channel.attributes.get("version", 0)),
+        )
         if info.client_ids() != before:
             log.info("consumer %s joined group %s", client_id, group)
             self._notify(info)
 
-    def unregister(self, channel: RemotingChannel, group: str) -> None:
+    def unregister(self, channel: ConsumerChannel, group: str) -> None:
         info = self.groups.get(group)
         if info is not None and info.channels.pop(channel, None) is not None:
             self._after_leave(info)
 
-    def on_channel_closed(self, channel: RemotingChannel) -> None:
+    def on_channel_closed(self, channel: ConsumerChannel) -> None:
         for info in list(self.groups.values()):
             if info.channels.pop(channel, None) is not None:
                 self._after_leave(info)
@@ -128,13 +150,23 @@ class ConsumerManager:
         info = self.groups.get(group)
         return info.client_ids() if info else []
 
-    def channels(self, group: str) -> list[RemotingChannel]:
+    def channels(self, group: str) -> list[ConsumerChannel]:
         """The connections of a group's live consumers."""
         info = self.groups.get(group)
         return list(info.channels) if info else []
 
-    def find_channel(self, group: str, client_id: str) -> RemotingChannel | None:
+    def find_channel(self, group: str, client_id: str) -> ConsumerChannel | None:
         """The connection of one consumer of a group, by the client id it heartbeats with."""
         info = self.groups.get(group)
         channels = info.channels.items() if info else ()
         return next((ch for ch, c in channels if c.client_id == client_id), None)
+
+    def connections(self, group: str) -> list[Connection]:
+        """The group's live consumers as GET_CONSUMER_CONNECTION_LIST lists them."""
+        info = self.groups.get(group)
+        channels = info.channels.items() if info else ()
+        return [Connection(c.client_id, ch.peer, c.language, c.version) for ch, c in channels]
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The online groups subscribing to topic (ConsumerManager.queryTopicConsumeByWho)."""
+        return {name for name, info in self.groups.items() if topic in info.subscriptions}

@@ -59,12 +59,12 @@ from pocketmq.protocol.names import (
     is_writeable,
     retry_topic,
 )
-from pocketmq.remoting import RemotingChannel
 from pocketmq.store import GetResult, MessageFilter, PutResult
 from pocketmq.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
+    from pocketmq.broker.consumers import ConsumerChannel
 
 log = logging.getLogger(__name__)
 
@@ -474,7 +474,7 @@ class MessagingService:
 
     def register_consumer(
         self,
-        channel: RemotingChannel,
+        channel: ConsumerChannel,
         client_id: str,
         consumer: dict[str, Any],
         subscriptions: list[SubscriptionData],
@@ -572,13 +572,13 @@ class MessagingService:
         past the group's offset unless ``force``. Nothing is committed here.
 
         Raises:
-            RequestError: TOPIC_NOT_EXIST; SYSTEM_ERROR when the group has no offset in a
-                queue of the topic (RocketMQ's "consumer group not exist").
+            RequestError: SYSTEM_ERROR when this broker has no such topic, or the group has
+                no offset in a queue of the topic (RocketMQ's codes and remarks).
         """
         cfg = self.topics.get(topic)
         if cfg is None:
             raise RequestError(
-                ResponseCode.TOPIC_NOT_EXIST,
+                ResponseCode.SYSTEM_ERROR,
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
             )
         table: dict[int, int] = {}

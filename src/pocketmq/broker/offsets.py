@@ -7,6 +7,7 @@ RocketMQ: they only feed GET_CONSUME_STATS and start empty after a restart.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from pocketmq.jsonfile import read_json, write_json_atomic
@@ -61,11 +62,26 @@ class ConsumerOffsetManager:
         offset = self.pull_table.get(f"{topic}@{group}", {}).get(queue_id)
         return self.query(group, topic, queue_id) if offset is None else offset
 
-    def topics_of_group(self, group: str) -> set[str]:
-        """The topics the group has committed offsets for (whichTopicByConsumer)."""
-        topics: set[str] = set()
+    def _topic_groups(self) -> Iterator[tuple[str, str]]:
         for key in self.table:
             parts = key.split("@")
-            if len(parts) == 2 and parts[1] == group:
-                topics.add(parts[0])
-        return topics
+            if len(parts) == 2:
+                yield parts[0], parts[1]
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """The topics the group has committed offsets for (whichTopicByConsumer)."""
+        return {t for t, g in self._topic_groups() if g == group}
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups with committed offsets in topic (whichGroupByTopic)."""
+        return {g for t, g in self._topic_groups() if t == topic}
+
+    def clone(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Give dest_group src_group's offsets in topic (cloneOffset: the destination's
+        queues are replaced as a whole); False when the source has none there."""
+        queues = self.table.get(f"{topic}@{src_group}")
+        if queues is None:
+            return False
+        self.table[f"{topic}@{dest_group}"] = dict(queues)
+        self._dirty = True
+        return True

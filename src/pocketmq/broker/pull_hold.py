@@ -36,7 +36,10 @@ class PullHold:
             released_by.add_done_callback(release)
         self._waiters.setdefault(key, []).append(entry)
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # races the future's completion, and a closing broker would wait on this pull.
+            async with asyncio.timeout(timeout_s):
+                await fut
             return released_by is None or not released_by.done()
         except TimeoutError:
             return False

@@ -7,6 +7,7 @@ enabled, as RocketMQ's autoCreateTopicEnable does. Topic names and their validat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from pocketmq.protocol.names import (
     PERM_INHERIT,
     PERM_READ_WRITE,
     SCHEDULE_TOPIC,
+    is_readable,
+    is_writeable,
     reply_topic,
 )
 
@@ -210,9 +213,18 @@ class TopicConfigManager:
             lambda name, cfg: TopicConfig.from_json({**cfg, "topicName": name}),
         )
 
-    def wrapper(self) -> dict[str, Any]:
-        """The topicConfigSerializeWrapper of a registration."""
+    def wrapper(self, broker_permission: int = PERM_READ_WRITE) -> dict[str, Any]:
+        """The topicConfigSerializeWrapper of a registration: a broker that may not be read or
+        written registers every topic with its own permission (registerBrokerAll)."""
+        table = self.table
+        if not (is_readable(broker_permission) and is_writeable(broker_permission)):
+            table = {n: dataclasses.replace(c, perm=broker_permission) for n, c in table.items()}
         return {
-            "topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
+            "topicConfigTable": {n: c.to_json() for n, c in table.items()},
             "dataVersion": self.data_version,
         }
+
+    def next_version(self) -> None:
+        """Something the registration carries changed outside the table (the broker's
+        permission): a new data version, so that the NameServer takes the topics again."""
+        self._changed()

@@ -1,82 +1,91 @@
-"""``pocketmq admin broker-status``: every broker of the cluster with its role, failover
-epoch and replication lag, from GET_BROKER_CLUSTER_INFO and each broker's
-GET_BROKER_RUNTIME_INFO (mqadmin clusterList / brokerStatus in one table).
-
-A slave's lag comes from its master's runtime info, where the master reports each HA
-connection under the slave's ``haClientAddress``; a slave its master does not report (not
-connected) shows its distance from the master's max offset and no seconds.
+"""``pocketmq admin`` verbs about brokers and NameServers: ``broker-status`` (every broker with
+its role, failover epoch and replication lag: mqadmin clusterList / brokerStatus in one
+table), ``wipe-write-perm`` / ``add-write-perm`` (a broker's write permission at the
+NameServers), ``get-namesrv-config`` / ``update-namesrv-config``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import click
 
-from pocketmq.cli.admin import AdminError, _call, _run
-from pocketmq.errors import RemoteProtocolError
-from pocketmq.protocol import json_body
-from pocketmq.protocol.codes import RequestCode
-from pocketmq.remoting import RemotingClient
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRow:
-    cluster: str
-    name: str
-    broker_id: int  # as registered: 0 is the master
-    addr: str
-    info: dict[str, str]  # runtime info; empty when the broker did not answer
-
-
-async def broker_rows(client: RemotingClient, namesrv: str) -> list[BrokerRow]:
-    """Every registered broker with its runtime info."""
-    resp = await _call(client, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
-    info: Any = json_body.loads(resp.body)
-    rows = []
-    for cluster, names in sorted(info["clusterAddrTable"].items()):
-        for name in sorted(names):
-            addrs = info["brokerAddrTable"][name]["brokerAddrs"]
-            for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
-                try:
-                    got = await _call(client, addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-                    table = {str(k): str(v) for k, v in json_body.loads(got.body)["table"].items()}
-                except (AdminError, ConnectionError, TimeoutError):
-                    table = {}
-                except (RemoteProtocolError, KeyError, TypeError, AttributeError) as exc:
-                    raise AdminError(f"{addr} sent a bad runtime info body: {exc!r}") from exc
-                rows.append(BrokerRow(cluster, name, int(bid), addr, table))
-    return rows
-
-
-def lag_of(row: BrokerRow, master: BrokerRow | None) -> tuple[str, str]:
-    """A slave's lag in bytes and seconds as printed ("-" for a master or what is unknown)."""
-    if row.broker_id == 0 or master is None or not master.info or not row.info:
-        return "-", "-"
-    conn = row.info.get("haClientAddress", "")
-    if conn and f"haSlaveLagBytes_{conn}" in master.info:
-        return master.info[f"haSlaveLagBytes_{conn}"], master.info[f"haSlaveLagSeconds_{conn}"]
-    behind = int(master.info["commitLogMaxOffset"]) - int(row.info["commitLogMaxOffset"])
-    return str(max(0, behind)), "-"
+from pocketmq.admin import cluster
+from pocketmq.cli.admin import run_admin
+from pocketmq.cli.output import emit_json, emit_table, json_option
 
 
 @click.command("broker-status")
+@json_option
 @click.pass_obj
-def broker_status(namesrv: str) -> None:
+def broker_status(namesrv: str, as_json: bool) -> None:
     """Each broker's role, failover epoch, max offset and replication lag."""
-    rows = _run(lambda c: broker_rows(c, namesrv))
+    rows = run_admin(namesrv, cluster.broker_rows)
     masters = {r.name: r for r in rows if r.broker_id == 0}
-    click.echo(
-        f"{'cluster':<16} {'broker':<16} {'id':>3}  {'address':<22} {'role':<13} {'epoch':>5} "
-        f"{'max offset':>12} {'lag bytes':>10} {'lag s':>8}"
-    )
+    table = []
     for row in rows:
-        role = row.info.get("brokerRole", "UNREACHABLE")
-        epoch = row.info.get("failoverEpoch", "-")
-        top = row.info.get("commitLogMaxOffset", "-")
-        lag_bytes, lag_s = lag_of(row, masters.get(row.name))
-        click.echo(
-            f"{row.cluster:<16} {row.name:<16} {row.broker_id:>3}  {row.addr:<22} {role:<13} "
-            f"{epoch:>5} {top:>12} {lag_bytes:>10} {lag_s:>8}"
-        )
+        lag_bytes, lag_s = cluster.lag_of(row, masters.get(row.name))
+        table.append((
+            row.cluster, row.name, row.broker_id, row.addr,
+            row.info.get("brokerRole", "UNREACHABLE"), row.info.get("failoverEpoch", "-"),
+            row.info.get("commitLogMaxOffset", "-"), lag_bytes, lag_s,
+        ))  # fmt: skip
+    columns = ["cluster", "broker", "id", "address", "role", "epoch", "max offset",
+               "lag bytes", "lag s"]  # fmt: skip
+    emit_table(columns, table, as_json=as_json)
+
+
+def _perm_verb(namesrv: str, broker_name: str, wipe: bool, as_json: bool) -> None:
+    fn = cluster.wipe_write_perm if wipe else cluster.add_write_perm
+    done = run_admin(namesrv, lambda c: fn(c, broker_name))
+    rows = [(addr, broker_name, count) for addr, count in done]
+    emit_table(["namesrv", "broker", "topics changed"], rows, as_json=as_json)
+
+
+@click.command("wipe-write-perm")
+@click.option("-b", "--broker-name", required=True, help="The broker name (all its addresses).")
+@json_option
+@click.pass_obj
+def wipe_write_perm(namesrv: str, broker_name: str, as_json: bool) -> None:
+    """Take write permission from a broker's topics at every NameServer: producers stop
+    choosing it (consumers still read it) until add-write-perm or its next topic change."""
+    _perm_verb(namesrv, broker_name, True, as_json)
+
+
+@click.command("add-write-perm")
+@click.option("-b", "--broker-name", required=True, help="The broker name (all its addresses).")
+@json_option
+@click.pass_obj
+def add_write_perm(namesrv: str, broker_name: str, as_json: bool) -> None:
+    """Make a broker's topics readable and writable again at every NameServer."""
+    _perm_verb(namesrv, broker_name, False, as_json)
+
+
+@click.command("get-namesrv-config")
+@json_option
+@click.pass_obj
+def get_namesrv_config(namesrv: str, as_json: bool) -> None:
+    """Each NameServer's settings, under RocketMQ's names."""
+    configs = run_admin(namesrv, cluster.namesrv_config)
+    if as_json:
+        emit_json(configs)
+        return
+    rows = [(addr, k, v) for addr, cfg in configs.items() for k, v in sorted(cfg.items())]
+    emit_table(["namesrv", "setting", "value"], rows, as_json=False)
+
+
+@click.command("update-namesrv-config")
+@click.argument("settings", nargs=-1, required=True, metavar="KEY=VALUE...")
+@json_option
+@click.pass_obj
+def update_namesrv_config(namesrv: str, settings: tuple[str, ...], as_json: bool) -> None:
+    """Change settings of every NameServer (RocketMQ's names, e.g.
+    scanNotActiveBrokerInterval=10000). A NameServer refuses keys it does not know or cannot
+    change while running, and bad values; pocketmq's persists what it accepts."""
+    pairs: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="SETTINGS")
+        pairs[key.strip()] = value.strip()
+    done = run_admin(namesrv, lambda c: cluster.update_namesrv_config(c, pairs))
+    rows = [(addr, k, v, "OK") for addr in done for k, v in pairs.items()]
+    emit_table(["namesrv", "setting", "value", "result"], rows, as_json=as_json)

@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 import click
 
 from pocketmq import __version__
+from pocketmq.cli import admin_brokers, admin_consumers, admin_messages
 from pocketmq.cli.admin import admin
-from pocketmq.cli.admin_brokers import broker_status
-from pocketmq.cli.admin_consumers import consumer_status, reset_offset_by_time
+from pocketmq.cli.admin_groups_topics import GROUPS_TOPICS_VERBS
+from pocketmq.cli.admin_query_msg import QUERY_MSG_VERBS
+from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
@@ -47,9 +49,24 @@ cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(serve)
 cli.add_command(admin)
-admin.add_command(reset_offset_by_time)
-admin.add_command(consumer_status)
-admin.add_command(broker_status)
+cli.add_command(dashboard)
+for _verb in (
+    admin_brokers.broker_status,
+    admin_brokers.wipe_write_perm,
+    admin_brokers.add_write_perm,
+    admin_brokers.get_namesrv_config,
+    admin_brokers.update_namesrv_config,
+    admin_consumers.consumer_progress,
+    admin_consumers.subscription_group,
+    admin_consumers.update_subscription_group,
+    admin_consumers.reset_offset_by_time,
+    admin_consumers.consumer_status,
+    admin_messages.send_message,
+    admin_messages.consume_message,
+    *GROUPS_TOPICS_VERBS,
+    *QUERY_MSG_VERBS,
+):
+    admin.add_command(_verb)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ from pocketmq.cli.options import (
 from pocketmq.conf import read_properties
 from pocketmq.errors import ConfigError, PocketMQError, StoreError
 from pocketmq.grpc.server import GrpcService
-from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol import native
 
 
@@ -36,11 +38,14 @@ async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
     """Start a NameServer; the bound port comes back with it.
 
     Raises:
-        click.ClickException: the address cannot be bound.
+        click.ClickException: the address cannot be bound, or the settings persisted in
+            configStorePath cannot be read.
     """
     server = NameServer(config)
     try:
         return server, await server.start()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
@@ -92,6 +97,21 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
+def stop_at_stdin_eof(stop: asyncio.Event) -> None:
+    """Set ``stop`` once standard input reaches its end: a parent holding the write end of a
+    pipe to it (pocketmq.testing) takes the server down with it, even when the parent is
+    killed and cannot signal."""
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not os.read(fd, 4096):
+            loop.remove_reader(fd)
+            stop.set()
+
+    loop.add_reader(fd, readable)
+
+
 @click.command("namesrv")
 @config_option("namesrv.conf (listenPort, kvConfigPath, ...).")
 @listen_option
@@ -134,6 +154,9 @@ def _broker_config(
         overrides["namesrv_addr"] = namesrv_addr
     if store_dir is not None:
         store_overrides["store_path_root_dir"] = store_dir.resolve()
+    if conf is not None:
+        # UPDATE_BROKER_CONFIG persists what it accepts here.
+        overrides["broker_config_path"] = conf.resolve()
     try:
         props = read_properties(conf) if conf is not None else {}
         return BrokerConfig.from_properties(props, store_overrides=store_overrides, **overrides)
@@ -193,6 +216,11 @@ def broker(
 @click.option("--broker-port", type=int, default=10911, show_default=True)
 @grpc_port_option
 @ready_file_option('Write {"namesrv": port, "broker": port, "grpc": port} here once serving.')
+@click.option(
+    "--stop-on-stdin-eof",
+    is_flag=True,
+    help="Stop (as on SIGTERM) when standard input is closed: a parent's pipe is a lifeline.",
+)
 def serve(
     conf: Path | None,
     store_dir: Path,
@@ -201,15 +229,19 @@ def serve(
     broker_port: int,
     grpc_port: int,
     ready_file: Path | None,
+    stop_on_stdin_eof: bool,
 ) -> None:
     """Run NameServer + broker + the gRPC endpoint in one process with an embedded store."""
     from pocketmq.cli.main import run_async
 
     async def main() -> None:
         stop = stop_on_signals()
+        if stop_on_stdin_eof:
+            stop_at_stdin_eof(stop)
         namesrv_server, ns_port = await start_namesrv(
             NamesrvConfig(listen_host=host, listen_port=namesrv_port,
-                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json")
+                          kv_config_path=store_dir.resolve() / "namesrv" / "kvConfig.json",
+                          config_store_path=store_dir.resolve() / "namesrv" / "namesrv.properties")
         )  # fmt: skip
         config = _broker_config(conf, store_dir, f"{host}:{broker_port}", f"{host}:{ns_port}")
         try:

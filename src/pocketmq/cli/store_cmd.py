@@ -11,6 +11,7 @@ import click
 import orjson
 
 from pocketmq.cli.options import F, config_option
+from pocketmq.cli.output import byte_progress
 from pocketmq.errors import PocketMQError
 from pocketmq.store.bench import print_progress_line, result_json, run_bench
 from pocketmq.store.config import FlushDiskType, StoreConfig
@@ -88,7 +89,9 @@ def _print_report(report: Report, verify: bool) -> None:
 @_json_and_config_options("report", "broker.conf with the store's sizes (index slots and entries).")
 def inspect_cmd(directory: Path, verify: bool, as_json: bool, conf: Path | None) -> None:
     """Decode the store in DIRECTORY without changing it and summarize it per topic/queue."""
-    report = inspect_store(directory, verify=verify, config=_load_config(directory, conf))
+    config = _load_config(directory, conf)
+    with byte_progress() as update:
+        report = inspect_store(directory, verify=verify, config=config, progress=update)
     if as_json:
         click.echo(orjson.dumps(dataclasses.asdict(report)).decode())
     else:

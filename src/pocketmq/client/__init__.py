@@ -32,6 +32,7 @@ from pocketmq.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.message import MessageExt
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from pocketmq.client.allocate import AllocateStrategy, allocate_averagely
+from pocketmq.protocol.acl_sign import SessionCredentials
 
 
 class MessageModel(enum.Enum):
@@ -55,6 +56,7 @@ class ConsumerConfig:
     pull_delay_on_exception_s: float = 3.0  # the pause after a failed pull
     instance_name: str | None = None  # the client id's suffix; None: pid and a clock reading
     local_offset_dir: Path | None = None  # BROADCASTING's offsets; None: ~/.rocketmq_offsets
+    credentials: SessionCredentials | None = None  # ACL: every request signed with these
 
     @property
     def pull_threshold_size_bytes(self) -> int:
@@ -104,6 +106,7 @@ class ConsumerOptions(TypedDict, total=False):
     pull_delay_on_exception_s: float
     instance_name: str | None
     local_offset_dir: Path | None
+    credentials: SessionCredentials | None
 
 
 class PushConsumerOptions(ConsumerOptions, total=False):

@@ -27,6 +27,7 @@ from pocketmq.client.route import FoundBroker, TopicRoute, find_broker_in_subscr
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import BrokerError, ClientError, ProtocolError
 from pocketmq.protocol import json_body
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import MASTER_ID
@@ -73,6 +74,7 @@ class ClientInstance:
         heartbeat_interval_s: float = 30.0,
         rpc_timeout_s: float = 3.0,
         clock: Clock = SYSTEM_CLOCK,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addr)
         self.client_id = client_id
@@ -81,7 +83,8 @@ class ClientInstance:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.rpc_timeout_s = rpc_timeout_s
         self.dispatcher = Dispatcher()
-        self.remoting = RemotingClient(self.dispatcher)
+        # ACL (a broker's aclEnable): every request is signed with the access key's secret.
+        self.remoting = RemotingClient(self.dispatcher, credentials=credentials)
         self.routes: dict[str, TopicRoute] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.members: list[ClientMember] = []
@@ -308,7 +311,11 @@ class ClientInstance:
         await asyncio.gather(*(one(a) for a in sorted(addrs)))
 
 
-def new_client_instance(namesrv_addr: str | list[str], instance_name: str | None) -> ClientInstance:
+def new_client_instance(
+    namesrv_addr: str | list[str],
+    instance_name: str | None,
+    credentials: SessionCredentials | None = None,
+) -> ClientInstance:
     """The instance a producer or consumer makes for itself when none is given to share."""
     name = instance_name or ids.default_instance_name()
-    return ClientInstance(namesrv_addr, ids.client_id(name))
+    return ClientInstance(namesrv_addr, ids.client_id(name), credentials=credentials)

@@ -24,6 +24,7 @@ from pocketmq.client.instance import ClientInstance, new_client_instance
 from pocketmq.client.request_reply import is_reply, prepare_request, reply_message
 from pocketmq.client.route import MessageQueue, TopicRoute
 from pocketmq.errors import BrokerError, ClientError, RequestTimeoutError
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.batch import encode_batch_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import Message as Message
@@ -141,6 +142,7 @@ class Producer:
         default_topic_queue_nums: int = 4,
         instance_name: str | None = None,
         instance: ClientInstance | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.group = group
         self.send_timeout_ms = send_timeout_ms
@@ -152,7 +154,7 @@ class Producer:
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self._own_instance = instance is None
-        self.instance = instance or new_client_instance(namesrv_addr, instance_name)
+        self.instance = instance or new_client_instance(namesrv_addr, instance_name, credentials)
         self.selector = QueueSelector(send_latency_fault_enable, clock=self.instance.clock)
         self._publish: dict[str, TopicRoute] = {}
         # Whether a request has heartbeated the brokers (so they can push replies here).

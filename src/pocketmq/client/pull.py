@@ -27,8 +27,8 @@ from pocketmq.protocol.names import (
     is_retry_topic,
     is_tag_type,
     parse_tag_expression,
+    subscription_json,
 )
-from pocketmq.protocol.properties import tags_code
 from pocketmq.protocol.pull_body import decode_pull_body
 
 
@@ -87,16 +87,9 @@ class Subscription:
         return not self.tags or msg.tags in self.tags
 
     def to_json(self) -> dict[str, Any]:
-        tags = sorted(self.tags)
-        return {
-            "classFilterMode": False,
-            "topic": self.topic,
-            "subString": self.expression,
-            "tagsSet": tags,
-            "codeSet": [tags_code(t) for t in tags],
-            "subVersion": self.version,
-            "expressionType": self.expression_type,
-        }
+        return subscription_json(
+            self.topic, self.expression, self.expression_type, self.version, self.tags
+        )
 
 
 class PullStatus(enum.Enum):

@@ -66,7 +66,9 @@ class RebalancingConsumer(abc.ABC):
         self.group = group
         self.config = config
         self._own_instance = instance is None
-        self.instance = instance or new_client_instance(namesrv_addr, config.instance_name)
+        self.instance = instance or new_client_instance(
+            namesrv_addr, config.instance_name, config.credentials
+        )
         self.offset_store: OffsetStore
         if config.message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalOffsetStore(

@@ -1,14 +1,17 @@
-"""What the gRPC endpoint reads off every call: the client's metadata and address, and requests
-that do not decode."""
+"""What the gRPC endpoint reads off every call: the client's metadata and address, requests
+that do not decode, and (with the broker's ACL on) requests the ACL refuses."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
+
+log = logging.getLogger(__name__)
 
 # The generated servicer is untyped; handlers take the context of any call.
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
@@ -23,8 +26,9 @@ class ClientMeta:
     language: str
     client_version: str
     namespace: str
-    # Read so that an ACL can check it later; not verified (the broker has no ACL yet).
+    # What the broker's ACL checks (aclEnable): the signature over the date-time.
     authorization: str
+    date_time: str
 
 
 def client_meta(context: Context) -> ClientMeta:
@@ -37,6 +41,7 @@ def client_meta(context: Context) -> ClientMeta:
         client_version=values.get("x-mq-client-version", ""),
         namespace=values.get("x-mq-namespace", ""),
         authorization=values.get("authorization", ""),
+        date_time=values.get("x-mq-date-time", ""),
     )
 
 
@@ -57,14 +62,23 @@ class _Undecodable:
         self.error = error
 
 
+# Why the ACL refuses a request message of a call; None: allowed.
+Admission = Callable[[Any, Context], str | None]
+
+
 class RejectUndecodable(grpc.aio.ServerInterceptor):
     """grpc.aio answers a request its deserializer cannot parse with UNKNOWN ("Unexpected
     DecodeError"); the fault is the client's, so it gets INVALID_ARGUMENT, and only the
     handlers of served methods run with decoded messages. A method's wrapped handler is built
-    once: grpc.aio asks for it on every call."""
+    once: grpc.aio asks for it on every call.
 
-    def __init__(self) -> None:
+    With ``admit`` (the broker's ACL), every decoded request message, each of a stream too, is
+    checked before its handler sees it, as RocketMQ's AuthenticationInterceptor does; a refusal
+    ends the call with PERMISSION_DENIED, the status RocketMQ's proxy closes it with."""
+
+    def __init__(self, admit: Admission | None = None) -> None:
         self._wrapped: dict[str, Any] = {}
+        self._admit = admit
 
     async def intercept_service(
         self,
@@ -74,13 +88,13 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         wrapped = self._wrapped.get(method)
         if wrapped is None:
-            wrapped = self._wrap(method, await continuation(handler_call_details))
+            wrapped = self._wrap(method, await continuation(handler_call_details), self._admit)
             if wrapped is not None:
                 self._wrapped[method] = wrapped
         return wrapped
 
     @staticmethod
-    def _wrap(method: str, handler: Any) -> Any:
+    def _wrap(method: str, handler: Any, admit: Admission | None) -> Any:
         if handler is None or handler.request_deserializer is None:
             return handler
         decode = handler.request_deserializer
@@ -91,17 +105,22 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
             except DecodeError as exc:
                 return _Undecodable(exc)
 
-        async def reject(context: Context, bad: _Undecodable) -> None:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"{method}: undecodable request: {bad.error}"
-            )
+        async def screen(context: Context, request: Any) -> None:
+            if isinstance(request, _Undecodable):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{method}: undecodable request: {request.error}",
+                )
+            if admit is not None and (why := admit(request, context)) is not None:
+                log.warning("ACL refused %s from %s with PERMISSION_DENIED: %s",
+                            method, context.peer(), why)  # fmt: skip
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, why)
 
         if handler.unary_unary is not None:
             unary = handler.unary_unary
 
             async def unary_unary(request: Any, context: Context) -> Any:
-                if isinstance(request, _Undecodable):
-                    await reject(context, request)
+                await screen(context, request)
                 return await unary(request, context)
 
             return handler._replace(request_deserializer=deserializer, unary_unary=unary_unary)
@@ -109,8 +128,7 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
             streaming = handler.unary_stream
 
             async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
-                if isinstance(request, _Undecodable):
-                    await reject(context, request)
+                await screen(context, request)
                 async for response in streaming(request, context):
                     yield response
 
@@ -121,8 +139,7 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
             async def stream_stream(requests: AsyncIterator[Any], context: Context) -> Any:
                 async def checked() -> AsyncIterator[Any]:
                     async for request in requests:
-                        if isinstance(request, _Undecodable):
-                            await reject(context, request)
+                        await screen(context, request)
                         yield request
 
                 async for response in bidi(checked(), context):

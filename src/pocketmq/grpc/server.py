@@ -15,6 +15,7 @@ INTERNAL_SERVER_ERROR, and never takes the server down.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 import grpc
@@ -23,8 +24,9 @@ from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.broker.transaction.service import EndTransaction
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
+from pocketmq.grpc.acl import refusal
 from pocketmq.grpc.activity import boundary
-from pocketmq.grpc.calls import Context, RejectUndecodable, client_meta, peer_host
+from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_meta, peer_host
 from pocketmq.grpc.consume_activity import ConsumeActivity
 from pocketmq.grpc.convert import status
 from pocketmq.grpc.pull_activity import PullActivity
@@ -71,6 +73,7 @@ class MessagingService(
         if not client_id:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
         self.renew_producer(client_id)
+        self.renew_consumer(client_id)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))
@@ -168,6 +171,8 @@ class GrpcService:
         self.host = host
         self.port = port
         self.service = MessagingService(broker, broker.config.broker_ip1)
+        acl = broker.acl
+        self._admit: Admission | None = None if acl is None else partial(refusal, acl)
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> int:
@@ -177,7 +182,7 @@ class GrpcService:
             OSError: the address cannot be bound.
         """
         server = grpc.aio.server(
-            interceptors=[RejectUndecodable()],
+            interceptors=[RejectUndecodable(self._admit)],
             # grpc's 4 MiB default would refuse, as a transport error, a request carrying a body
             # of exactly the size the settings reply allows; our own check answers past it.
             options=[("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)],

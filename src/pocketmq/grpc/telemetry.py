@@ -14,6 +14,8 @@ RocketMQ's proxy writes them through the client's channel (GrpcClientChannel).
 - A push never waits: the check-back service must not stall on a client that does not read.
   When a stream's outbox is full or closed, the check is dropped with a warning, and the
   half message is checked again at the next check interval.
+- A consumer's settings put it in the broker's consumer table (``consumer_channel``), renewed
+  by its heartbeats and removed when its stream ends, as the proxy registers 5.x consumers.
 """
 
 from __future__ import annotations
@@ -22,19 +24,27 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.connections import DEFAULT_LANGUAGE, Connection
 from pocketmq.broker.transaction.producers import CheckRequest
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.activity import Activity
-from pocketmq.grpc.calls import ClientMeta, Context, client_meta
+from pocketmq.grpc.calls import ClientMeta, Context, client_meta, peer_host
+from pocketmq.grpc.consumer_channel import (
+    GrpcConsumerChannel,
+    consumer_channel,
+    consumer_data,
+    language_of,
+)
 from pocketmq.grpc.convert import status
 from pocketmq.grpc.messages import v2_message
 from pocketmq.grpc.settings import GroupPolicy, settings_reply
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.names import SubscriptionData
 from pocketmq.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -44,6 +54,7 @@ log = logging.getLogger(__name__)
 
 # Commands queued for one stream before pushes are dropped (a client that reads nothing).
 OUTBOX_LIMIT = 1024
+_CONSUMERS = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +69,14 @@ class Outbox:
     """What one Telemetry stream sends to its client."""
 
     client_id: str
+    # The client's address and language, for the producer and consumer tables' connections.
+    peer: str = ""
+    language: str = DEFAULT_LANGUAGE
     # The producer groups this stream is the checker of, with its checker of each.
     checkers: dict[str, StreamChecker] = field(default_factory=dict)
+    # A consumer's registration in the consumer table: its stand-in channel, ConsumerData and
+    # subscriptions (renewed by its heartbeats).
+    consumer: tuple[GrpcConsumerChannel, dict[str, Any], list[SubscriptionData]] | None = None
     closed: bool = False
     queue: asyncio.Queue[svc.TelemetryCommand | _End] = field(
         default_factory=lambda: asyncio.Queue(OUTBOX_LIMIT)
@@ -106,6 +123,8 @@ class TelemetryActivity(Activity):
         super().__init__(broker, host)
         # The newest stream of each producer client: its registrations are the ones renewed.
         self._streams: dict[str, Outbox] = {}
+        # The newest stream of each consumer client, likewise.
+        self._consumer_streams: dict[str, Outbox] = {}
 
     async def Telemetry(
         self,
@@ -120,7 +139,8 @@ class TelemetryActivity(Activity):
             async for _ in request_iterator:
                 pass
             return
-        outbox = Outbox(meta.client_id)
+        host, port = peer_host(context)
+        outbox = Outbox(meta.client_id, f"{host}:{port}", language_of(meta.language))
         self.renewer.connected(meta.client_id)
         reader = asyncio.create_task(self._read_commands(request_iterator, meta, outbox))
         try:
@@ -164,7 +184,14 @@ class TelemetryActivity(Activity):
                 convert.enum_name(pb.ClientType, command.settings.client_type), meta.client_id,
                 meta.language, meta.client_version, meta.namespace, meta.request_id,
             )  # fmt: skip
-            return self._settings_command(command.settings, outbox)
+            if not meta.language:
+                # No x-mq-language header: the language the settings' user agent names.
+                ua = convert.enum_name(pb.Language, command.settings.user_agent.language)
+                outbox.language = language_of(ua)
+            reply = self._settings_command(command.settings, outbox)
+            if reply.status.code == pb.OK and command.settings.client_type in _CONSUMERS:
+                self._register_consumer(command.settings, outbox)
+            return reply
         if kind in ("thread_stack_trace", "verify_message_result"):
             # Answers to server commands; the broker sends none of those yet.
             log.debug("client %s sent an unsolicited %s", meta.client_id, kind)
@@ -176,7 +203,7 @@ class TelemetryActivity(Activity):
     def _settings_command(self, client: pb.Settings, outbox: Outbox) -> svc.TelemetryCommand:
         try:
             group: GroupPolicy | None = None
-            if client.client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
+            if client.client_type in _CONSUMERS:
                 group = self._group_policy(convert.wrap(client.subscription.group))
                 self._check_filters(client.subscription)
             elif client.client_type == pb.PRODUCER:
@@ -215,12 +242,41 @@ class TelemetryActivity(Activity):
         its newest stream."""
         outbox = self._streams.get(client_id)
         if outbox is not None:
+            connection = Connection(client_id, outbox.peer, outbox.language)
             for group, checker in outbox.checkers.items():
-                self.broker.producers.register(group, client_id, checker)
+                self.broker.producers.register(group, client_id, checker, connection)
+
+    def _register_consumer(self, settings: pb.Settings, outbox: Outbox) -> None:
+        """Put the stream's consumer in the consumer table (a changed group or subscription
+        replaces what the stream registered before)."""
+        self._forget_consumer(outbox)
+        group = convert.wrap(settings.subscription.group)
+        data = consumer_data(group, settings.client_type == pb.PUSH_CONSUMER)
+        subs = [convert.subscription_data(convert.wrap(e.topic), e.expression)
+                for e in settings.subscription.subscriptions]  # fmt: skip
+        outbox.consumer = (consumer_channel(outbox.peer, outbox.language), data, subs)
+        self._consumer_streams[outbox.client_id] = outbox
+        self.renew_consumer(outbox.client_id)
+
+    def renew_consumer(self, client_id: str) -> None:
+        """A consumer client is alive (a heartbeat, its settings): renew its registration."""
+        outbox = self._consumer_streams.get(client_id)
+        if outbox is not None and outbox.consumer is not None:
+            channel, data, subs = outbox.consumer
+            self.messaging.register_consumer(channel, client_id, data, subs)
+
+    def _forget_consumer(self, outbox: Outbox) -> None:
+        if outbox.consumer is not None:
+            channel, data, _ = outbox.consumer
+            self.broker.consumers.unregister(channel, str(data["groupName"]))
+            outbox.consumer = None
 
     def _forget_stream(self, outbox: Outbox) -> None:
         """Unregister what an ended stream registered (and only that)."""
         if self._streams.get(outbox.client_id) is outbox:
             del self._streams[outbox.client_id]
+        if self._consumer_streams.get(outbox.client_id) is outbox:
+            del self._consumer_streams[outbox.client_id]
+        self._forget_consumer(outbox)
         for checker in outbox.checkers.values():
             self.broker.producers.unregister_checker(checker)

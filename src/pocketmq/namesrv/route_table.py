@@ -3,14 +3,26 @@
 Pure state, no I/O; the clock is passed in. Brokers register their topic configs (every 30 s);
 a broker not heard from for ``broker_expire_ms`` (120 s) is dropped, and with it the queues
 of its broker name once no broker of that name is left.
+
+Write permission can be taken from (and given back to) every topic of a broker name at the
+NameServer only (WIPE/ADD_WRITE_PERM_OF_BROKER), so producers stop choosing that broker while
+it drains; the change lasts until the broker registers changed topic configs, as in RocketMQ.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.protocol.names import MASTER_ID, PERM_READ_WRITE
+from pocketmq.protocol.fields import check_perm, check_queue_nums
+from pocketmq.protocol.names import (
+    MASTER_ID,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+)
 
 BROKER_EXPIRE_MS = 120_000
 
@@ -22,6 +34,22 @@ class QueueData:
     write_queue_nums: int
     perm: int
     topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueData:
+        """A QueueData JSON object (as in TopicRouteData.queueDatas).
+
+        Raises:
+            KeyError, TypeError, ValueError: a member is missing or not a number.
+            RequestError: a queue count or permission out of its range (protocol.fields).
+        """
+        return cls(
+            broker_name=str(data["brokerName"]),
+            read_queue_nums=check_queue_nums(int(data["readQueueNums"]), "readQueueNums"),
+            write_queue_nums=check_queue_nums(int(data["writeQueueNums"]), "writeQueueNums"),
+            perm=check_perm(int(data["perm"])),
+            topic_sys_flag=int(data.get("topicSysFlag", 0)),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -219,5 +247,81 @@ class RouteTable:
         names = self.cluster_addr_table.get(cluster, set())
         return sorted(t for t, q in self.topic_queue_table.items() if names & q.keys())
 
-    def delete_topic(self, topic: str) -> bool:
-        return self.topic_queue_table.pop(topic, None) is not None
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """Forget a topic's queues: all of them, or only those of one cluster's brokers."""
+        if not cluster:
+            return self.topic_queue_table.pop(topic, None) is not None
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return False
+        names = self.cluster_addr_table.get(cluster, set())
+        removed = [queues.pop(n) for n in names if n in queues]
+        if not queues:
+            del self.topic_queue_table[topic]
+        return bool(removed)
+
+    def register_topic(self, topic: str, queue_datas: list[QueueData]) -> bool:
+        """REGISTER_TOPIC_IN_NAMESRV: set a topic's queues on registered brokers; nothing is
+        changed (False) when one of the broker names is not registered."""
+        if not queue_datas or any(q.broker_name not in self.broker_addr_table for q in queue_datas):
+            return False
+        queues = self.topic_queue_table.setdefault(topic, {})
+        for q in queue_datas:
+            queues[q.broker_name] = q
+        return True
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Take the write bit from each of broker_name's topics; returns how many it had."""
+        return self._set_write_perm(broker_name, wipe=True)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Give each of broker_name's topics read and write back (RocketMQ sets both, whatever
+        the topic had before); returns how many topics."""
+        return self._set_write_perm(broker_name, wipe=False)
+
+    def _set_write_perm(self, broker_name: str, *, wipe: bool) -> int:
+        count = 0
+        for queues in self.topic_queue_table.values():
+            q = queues.get(broker_name)
+            if q is not None:
+                q.perm = q.perm & ~PERM_WRITE if wipe else PERM_READ_WRITE
+                count += 1
+        return count
+
+    def system_topics(self) -> dict[str, Any]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS as a TopicList: every cluster name and broker name
+        (the topics named after them), with one broker's address to ask for the rest."""
+        names: set[str] = set()
+        for cluster, brokers in self.cluster_addr_table.items():
+            names.add(cluster)
+            names.update(brokers)
+        body: dict[str, Any] = {"topicList": sorted(names)}
+        for data in self.broker_addr_table.values():
+            if data.broker_addrs:
+                body["brokerAddr"] = data.broker_addrs[min(data.broker_addrs)]
+                break
+        return body
+
+    def topics_by_sys_flag(self, pick: Callable[[int], bool]) -> list[str]:
+        """Topics whose TopicSysFlag (of one of their queue datas, as RocketMQ looks at the
+        first only) pick accepts: see is_unit_topic and the others below."""
+        return sorted(
+            topic
+            for topic, queues in self.topic_queue_table.items()
+            if queues and pick(next(iter(queues.values())).topic_sys_flag)
+        )
+
+
+def is_unit_topic(sys_flag: int) -> bool:
+    """GET_UNIT_TOPIC_LIST's pick."""
+    return bool(sys_flag & TOPIC_SYS_FLAG_UNIT)
+
+
+def has_unit_sub(sys_flag: int) -> bool:
+    """GET_HAS_UNIT_SUB_TOPIC_LIST's pick."""
+    return bool(sys_flag & TOPIC_SYS_FLAG_UNIT_SUB)
+
+
+def has_unit_sub_not_unit(sys_flag: int) -> bool:
+    """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST's pick."""
+    return has_unit_sub(sys_flag) and not is_unit_topic(sys_flag)

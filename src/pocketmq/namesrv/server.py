@@ -22,19 +22,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import struct
 import time
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pocketmq.conf import fields_from_properties, read_properties
-from pocketmq.errors import RemoteProtocolError, RequestError, StoreError
-from pocketmq.jsonfile import read_json, write_json_atomic
-from pocketmq.namesrv.route_table import BROKER_EXPIRE_MS, RouteTable
-from pocketmq.protocol import json_body
+from pocketmq.errors import ConfigError, RemoteProtocolError, RequestError, StoreError
+from pocketmq.jsonfile import read_json, write_bytes_atomic, write_json_atomic
+from pocketmq.namesrv import config as ns_config
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.route_table import (
+    QueueData,
+    RouteTable,
+    has_unit_sub,
+    has_unit_sub_not_unit,
+    is_unit_topic,
+)
+from pocketmq.protocol import fields, json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.headers import get_bool, get_int, get_str
 from pocketmq.protocol.remoting import RemotingCommand
@@ -51,24 +58,6 @@ V5_0_0 = 413
 MAX_INFLATED_REGISTER_BODY_BYTES = 64 << 20
 _TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 _INT32 = struct.Struct(">i")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NamesrvConfig:
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9876
-    # Persisted KV config (RocketMQ: ~/namesrv/kvConfig.json).
-    kv_config_path: Path = Path.home() / "namesrv" / "kvConfig.json"
-    # How often brokers that stopped registering are looked for.
-    scan_not_active_broker_interval: int = 5_000
-    # A broker silent this long is dropped (BROKER_CHANNEL_EXPIRED_TIME).
-    broker_channel_expired_time: int = BROKER_EXPIRE_MS
-
-    @classmethod
-    def from_file(cls, path: Path | str, **overrides: Any) -> NamesrvConfig:
-        values = fields_from_properties(cls, read_properties(path))
-        values.update(overrides)
-        return cls(**values)
 
 
 def _now_ms() -> int:
@@ -221,6 +210,15 @@ class NameServer:
             (RequestCode.GET_KV_CONFIG, self.get_kv),
             (RequestCode.DELETE_KV_CONFIG, self.delete_kv),
             (RequestCode.GET_KVLIST_BY_NAMESPACE, self.get_kv_list),
+            (RequestCode.REGISTER_TOPIC_IN_NAMESRV, self.register_topic),
+            (RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm),
+            (RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm),
+            (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.system_topics),
+            (RequestCode.GET_UNIT_TOPIC_LIST, self.unit_topics),
+            (RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, self.unit_topics),
+            (RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, self.unit_topics),
+            (RequestCode.GET_NAMESRV_CONFIG, self.get_config),
+            (RequestCode.UPDATE_NAMESRV_CONFIG, self.update_config),
         ):
             dispatcher.register(code, handler)
         self.server = RemotingServer(dispatcher, config.listen_host, config.listen_port)
@@ -231,6 +229,7 @@ class NameServer:
         return self.server.port
 
     async def start(self) -> int:
+        self._load_persisted_config()
         data = read_json(self.config.kv_config_path)
         if isinstance(data, dict):
             table = data.get("configTable", {})
@@ -361,7 +360,85 @@ class NameServer:
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps({"topicList": topics}))
 
     def delete_topic(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        self.routes.delete_topic(get_str(cmd, "topic"))
+        self.routes.delete_topic(get_str(cmd, "topic"), get_str(cmd, "clusterName", ""))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def register_topic(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        """REGISTER_TOPIC_IN_NAMESRV: the body is a TopicRouteData whose queueDatas are set."""
+        topic = fields.topic(cmd)
+        try:
+            route = json_body.loads(cmd.body) if cmd.body else {}
+            queues = [QueueData.from_json(q) for q in route.get("queueDatas") or []]
+        except (RemoteProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR, f"Failed to decode TopicRouteData: {exc!r}"
+            ) from exc
+        if queues and not self.routes.register_topic(topic, queues):
+            # RocketMQ answers SUCCESS and only logs this; a caller would never learn why.
+            raise RequestError(
+                ResponseCode.INVALID_PARAMETER,
+                f"Register topic {topic} contains a broker name that is not registered",
+            )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def wipe_write_perm(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        name = get_str(cmd, "brokerName")
+        count = self.routes.wipe_write_perm(name)
+        log.info("wipe write perm of broker[%s], client: %s, %d", name, channel.peer, count)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+
+    def add_write_perm(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        name = get_str(cmd, "brokerName")
+        count = self.routes.add_write_perm(name)
+        log.info("add write perm of broker[%s], client: %s, %d", name, channel.peer, count)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})
+
+    def system_topics(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps(self.routes.system_topics()))
+
+    def unit_topics(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        pick = {
+            RequestCode.GET_UNIT_TOPIC_LIST: is_unit_topic,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: has_unit_sub,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: has_unit_sub_not_unit,
+        }[RequestCode(cmd.code)]
+        body = json_body.dumps({"topicList": self.routes.topics_by_sys_flag(pick)})
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    # ------------------------------------------------------------------ own config
+
+    def _load_persisted_config(self) -> None:
+        path = self.config.config_store_path
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+        try:
+            self.config, changed = ns_config.apply_update(
+                self.config, ns_config.persisted_update(text)
+            )
+        except RequestError as exc:
+            raise ConfigError(f"{path}: {exc.remark}") from exc
+        if changed:
+            log.info("settings from %s: %s", path, changed)
+
+    def get_config(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        # The port bound, where the config asked for any (0).
+        bound = dataclasses.replace(self.config, listen_port=self.port)
+        body = ns_config.to_properties_text(bound).encode()
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    def update_config(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+        updated, changed = ns_config.apply_update(self.config, ns_config.parse_update(cmd.body))
+        text = ns_config.to_properties_text(updated).encode()
+        try:
+            write_bytes_atomic(updated.config_store_path, text)
+        except StoreError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from exc
+        self.config = updated
+        log.info("updateConfig called by %s: %s", channel.peer, changed)
         return cmd.response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ KV config

@@ -203,6 +203,14 @@ class LanguageCode(enum.IntEnum):
     RUST = 12
     NODE_JS = 13
 
+    @classmethod
+    def name_of(cls, code: int) -> str:
+        """A header's language code as its name; unknown codes are OTHER."""
+        try:
+            return cls(code).name
+        except ValueError:
+            return cls.OTHER.name
+
 
 class SerializeType(enum.IntEnum):
     JSON = 0

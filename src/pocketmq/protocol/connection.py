@@ -31,6 +31,10 @@ class RemotingConnection:
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
+        # Where the next frame starts in _buffer: frames are decoded in place and the consumed
+        # prefix is dropped once per receive_data, not once per frame (a memmove of whatever
+        # follows each frame made a chunk of many frames quadratic).
+        self._pos = 0
         self._error: RemoteProtocolError | None = None
         self._opaques = itertools.count(1)
 
@@ -40,11 +44,14 @@ class RemotingConnection:
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._pos
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         if self._error is not None:
             raise self._error
+        if self._pos:
+            del self._buffer[: self._pos]
+            self._pos = 0
         self._buffer += data
 
     def next_command(self) -> RemotingCommand | _Sentinel:
@@ -56,28 +63,31 @@ class RemotingConnection:
         if self._error is not None:
             raise self._error
         buf = self._buffer
-        if len(buf) < 4:
+        pos = self._pos
+        if len(buf) - pos < 4:
             return NEED_DATA
-        length = int.from_bytes(buf[:4], "big", signed=True)
+        length = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
         if length < _MIN_FRAME or length > self.max_frame:
             self._error = RemoteProtocolError(
                 f"frame length {length} is outside 4..{self.max_frame} bytes"
             )
             raise self._error
-        if len(buf) < 4 + length:
+        end = pos + 4 + length
+        if len(buf) < end:
             return NEED_DATA
-        # Decoded in place: the header and body are the only copies made of a frame's bytes.
-        view = memoryview(buf)
-        frame = view[4 : 4 + length]
         try:
-            cmd = decode_frame(frame)
+            # decode_frame copies what it keeps, so the view is released before the buffer
+            # can be resized again.
+            with memoryview(buf) as view:
+                cmd = decode_frame(view[pos + 4 : end])
         except RemoteProtocolError as exc:
             self._error = exc
             raise
-        finally:
-            frame.release()
-            view.release()
-        del buf[: 4 + length]
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = end
         return cmd
 
     def send(self, cmd: RemotingCommand) -> bytes:

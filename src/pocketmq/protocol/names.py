@@ -9,10 +9,12 @@ ExpressionType in RocketMQ). No I/O here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from pocketmq.protocol.properties import tags_code
 
@@ -38,6 +40,8 @@ REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 # Replies of request-reply messages go to the cluster's reply topic (MixAll.getReplyTopic).
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+# Message traces of clients with tracing on (TopicValidator.RMQ_SYS_TRACE_TOPIC).
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 # The first delay level of a consumer retry (10 s); the n-th retry waits level 3 + n - 1.
@@ -92,6 +96,22 @@ def group_of_retry_topic(topic: str) -> str:
     return topic[len(RETRY_GROUP_TOPIC_PREFIX) :] if is_retry_topic(topic) else topic
 
 
+# MixAll.TOOLS_CONSUMER_GROUP: the group admin tools pull with.
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+# Groups the broker and RocketMQ's tools use themselves (MixAll's names, and
+# isSysConsumerGroup's CID_RMQ_SYS_ prefix); consoles leave them out of group lists.
+_SYSTEM_GROUPS: Final = frozenset(
+    {TOOLS_CONSUMER_GROUP, "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER", "CLIENT_INNER_PRODUCER",
+     "SELF_TEST_P_GROUP", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION",
+     "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL"}
+)  # fmt: skip
+_SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
+
+
+def is_system_group(group: str) -> bool:
+    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIX)
+
+
 def is_system_topic(topic: str) -> bool:
     """A topic only the broker writes: producers may not send to it (TopicValidator)."""
     return topic in _SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
@@ -107,6 +127,11 @@ PERM_READ: Final = 0x4
 PERM_WRITE: Final = 0x2
 PERM_INHERIT: Final = 0x1
 PERM_READ_WRITE: Final = PERM_READ | PERM_WRITE
+
+
+# TopicSysFlag: a topic's unit flags, as brokers register them (topicSysFlag).
+TOPIC_SYS_FLAG_UNIT: Final = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
 
 
 def is_readable(perm: int) -> bool:
@@ -253,3 +278,31 @@ class SubscriptionData:
     @property
     def is_tag(self) -> bool:
         return is_tag_type(self.expression_type)
+
+    def to_json(self) -> dict[str, Any]:
+        """As fastjson writes RocketMQ's SubscriptionData (tagsSet and codeSet empty for a
+        SQL92 selector or an expression naming no tag)."""
+        tags: frozenset[str] = frozenset()
+        # An expression naming no tag is kept as declared (the pulls relying on it are refused).
+        with contextlib.suppress(TagExpressionError):
+            if self.is_tag:
+                tags = parse_tag_expression(self.expression).tags
+        return subscription_json(
+            self.topic, self.expression, self.expression_type, self.sub_version, tags
+        )
+
+
+def subscription_json(
+    topic: str, expression: str, expression_type: str, version: int, tags: Iterable[str]
+) -> dict[str, Any]:
+    """A SubscriptionData body object, as fastjson writes it."""
+    ordered = sorted(tags)
+    return {
+        "classFilterMode": False,
+        "topic": topic,
+        "subString": expression,
+        "tagsSet": ordered,
+        "codeSet": [tags_code(t) for t in ordered],
+        "subVersion": version,
+        "expressionType": expression_type,
+    }

@@ -139,17 +139,10 @@ def _stringify(fields: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _language_name(language: int) -> str:
-    try:
-        return LanguageCode(language).name
-    except ValueError:
-        return LanguageCode.OTHER.name
-
-
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     header: dict[str, Any] = {
         "code": cmd.code,
-        "language": _language_name(cmd.language),
+        "language": LanguageCode.name_of(cmd.language),
         "version": cmd.version,
         "opaque": cmd.opaque,
         "flag": cmd.flag,

@@ -5,11 +5,11 @@ back (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING
 Responses are matched to requests by ``opaque``; requests that arrive go to a handler which
 returns a response, None (nothing to send), or an awaitable of either. A handler that raises is
 answered with SYSTEM_ERROR and the same opaque; a request code nobody handles is answered with
-REQUEST_CODE_NOT_SUPPORTED by the dispatcher. A one-way request is never answered, whatever
-its handler returns or raises: its sender keeps no opaque to match an answer with (a Java
-client logs every such answer as unmatched), so a refusal is logged here instead. A frame that
-breaks the protocol closes the connection, after which every pending request fails with
-ConnectionError.
+REQUEST_CODE_NOT_SUPPORTED by the dispatcher, and logged once per code (UnsupportedCodes). A
+one-way request is never answered, whatever its handler returns or raises: its sender keeps no
+opaque to match an answer with (a Java client logs every such answer as unmatched), so a
+refusal is logged here instead. A frame that breaks the protocol closes the connection, after
+which every pending request fails with ConnectionError.
 
 Reading pauses while the transport's write buffer is above its high-water mark, so a peer that
 stops reading cannot make us buffer without bound.
@@ -32,14 +32,47 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
-from pocketmq.protocol.codes import ResponseCode
+from pocketmq.protocol.acl_sign import SessionCredentials, sign_request
+from pocketmq.protocol.codes import LanguageCode, ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
 from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, FLAG_ONEWAY, RemotingCommand
+from pocketmq.protocol.versions import version_name
 
 log = logging.getLogger(__name__)
 
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 RequestHandler = Callable[["RemotingChannel", RemotingCommand], HandlerResult]
+
+
+class UnsupportedCodes:
+    """Refuses request codes nobody here serves with REQUEST_CODE_NOT_SUPPORTED, logging each
+    code once at WARNING with its first sender's address, version and language: an operator
+    learns what a tool asked for, and a client that repeats the request cannot flood the log.
+    """
+
+    def __init__(self) -> None:
+        # At most 65536 codes (a signed 16-bit field): the set stays small.
+        self.logged: set[int] = set()
+
+    def refuse(
+        self, channel: RemotingChannel, cmd: RemotingCommand, remark: str
+    ) -> RemotingCommand:
+        if cmd.code not in self.logged:
+            self.logged.add(cmd.code)
+            try:
+                language = LanguageCode(cmd.language).name
+            except ValueError:
+                language = f"language {cmd.language}"
+            log.warning(
+                "request code %d is not supported (first from %s, version %s (%d), %s); "
+                "later requests with this code are refused without a log line",
+                cmd.code, channel.peer, version_name(cmd.version), cmd.version, language,
+            )  # fmt: skip
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
+
+
+# For channels without a handler (a client's connections): one log line per code and process.
+_NO_HANDLER_CODES = UnsupportedCodes()
 
 
 class RemotingChannel(asyncio.Protocol):
@@ -64,6 +97,8 @@ class RemotingChannel(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}
         # Responses held until this iteration ends; None when no response was written in it.
         self._held: list[bytes] | None = None
+        # A client's ACL credentials: every request it sends is signed (AclClientRPCHook).
+        self.credentials: SessionCredentials | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -114,9 +149,7 @@ class RemotingChannel(asyncio.Protocol):
 
     def _handle(self, cmd: RemotingCommand) -> None:
         if self.handler is None:
-            self._answer(
-                cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no handler here")
-            )
+            self._answer(cmd, _NO_HANDLER_CODES.refuse(self, cmd, "no handler here"))
             return
         try:
             result = self.handler(self, cmd)
@@ -221,6 +254,8 @@ class RemotingChannel(asyncio.Protocol):
         if not self.is_open:
             raise ConnectionError(f"connection to {self.peer} is closed")
         cmd.opaque = self.conn.next_opaque()
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[cmd.opaque] = fut
         try:
@@ -233,6 +268,8 @@ class RemotingChannel(asyncio.Protocol):
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = self.conn.next_opaque()
         cmd.flag |= FLAG_ONEWAY
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
         self.send(cmd)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting.channel import RemotingChannel, RequestHandler
 
@@ -22,10 +23,16 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 class RemotingClient:
     def __init__(
-        self, handler: RequestHandler | None = None, *, connect_timeout_s: float = 3.0
+        self,
+        handler: RequestHandler | None = None,
+        *,
+        connect_timeout_s: float = 3.0,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         # Serves the requests brokers send back to us.
         self.handler = handler
+        # ACL: every request of every channel is signed with these.
+        self.credentials = credentials
         self.connect_timeout_s = connect_timeout_s
         self._channels: dict[str, RemotingChannel] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -58,6 +65,7 @@ class RemotingClient:
                 raise ConnectionError(f"cannot connect to {addr}: {exc}") from exc
             # uvloop calls connection_made on its next iteration, after this returns.
             protocol.connection_made(transport)
+            protocol.credentials = self.credentials
             self._channels[addr] = protocol
             return protocol
 

@@ -13,9 +13,13 @@ import socket
 import time
 from collections.abc import Callable
 
-from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting.channel import HandlerResult, RemotingChannel, RequestHandler
+from pocketmq.remoting.channel import (
+    HandlerResult,
+    RemotingChannel,
+    RequestHandler,
+    UnsupportedCodes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +27,12 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Routes a request to the handler registered for its code. What it returns for a one-way
     request (the refusal of an unknown code included) is never written back: the channel
-    drops it (see RemotingChannel)."""
+    drops it (see RemotingChannel). Each unknown code is logged once per dispatcher, so once
+    per server."""
 
     def __init__(self) -> None:
         self.handlers: dict[int, RequestHandler] = {}
+        self.unsupported = UnsupportedCodes()
 
     def register(self, code: int, handler: RequestHandler) -> None:
         self.handlers[int(code)] = handler
@@ -34,10 +40,7 @@ class Dispatcher:
     def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         handler = self.handlers.get(cmd.code)
         if handler is None:
-            return cmd.response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f" request type {cmd.code} not supported",
-            )
+            return self.unsupported.refuse(channel, cmd, f" request type {cmd.code} not supported")
         return handler(channel, cmd)
 
 

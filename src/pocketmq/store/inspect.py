@@ -13,7 +13,7 @@ import bisect
 import mmap
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,12 +111,19 @@ class _Records:
 
 
 def _scan_commitlog(
-    root: Path, verify: bool, report: Report, records: _Records
+    root: Path,
+    verify: bool,
+    report: Report,
+    records: _Records,
+    progress: Callable[[str, int, int], None] | None,
 ) -> Iterator[RecordInfo]:
     segments = _segments(commitlog_dir(root))
     report.commitlog_files = len(segments)
     if not segments:
         return
+    total = sum(p.stat().st_size for _, p in segments)
+    what = "verifying the commitlog" if verify else "reading the commitlog"
+    done = 0
     report.commitlog_min_offset = segments[0][0]
     expected_start = segments[0][0]
     end_offset = segments[0][0]
@@ -136,6 +143,9 @@ def _scan_commitlog(
         for info in walk.records(check_crc=verify):
             records.offsets.append(start + walk.pos)
             yield info
+        done += size
+        if progress is not None:
+            progress(f"{what} ({idx + 1}/{len(segments)} files)", done, total)
         pos = walk.pos
         stop = None
         if walk.stop is Stop.BLANK:
@@ -291,14 +301,20 @@ def _check_index(
                 report.problem(f"{where}: time {diff}s does not match the record's store time")
 
 
-def inspect_store(root: Path, verify: bool = False, config: StoreConfig | None = None) -> Report:
-    """Decode (and optionally verify) the store at root without modifying it."""
+def inspect_store(
+    root: Path,
+    verify: bool = False,
+    config: StoreConfig | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Report:
+    """Decode (and optionally verify) the store at root without modifying it; progress, when
+    given, hears (what, CommitLog bytes done, CommitLog bytes in all) after each segment."""
     cfg = config or StoreConfig(store_path_root_dir=root)
     report = Report(root=str(root))
     records = _Records()
     levels = cfg.delay_levels_ms
     in_queue: dict[tuple[str, int], dict[int, int]] = {}
-    for info in _scan_commitlog(root, verify, report, records):
+    for info in _scan_commitlog(root, verify, report, records, progress):
         report.records += 1
         report.record_bytes += info.size
         if not goes_to_consume_queue(info.sys_flag):

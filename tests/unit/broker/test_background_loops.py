@@ -14,7 +14,8 @@ import pytest
 from pocketmq import tasks
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.namesrv.server import NameServer, NamesrvConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 

@@ -14,6 +14,7 @@ from pocketmq.client import (
     LitePullConsumer,
     MessageModel,
     PushConsumer,
+    SessionCredentials,
     allocate_by_circle,
 )
 from pocketmq.client.consumer_config import (
@@ -41,6 +42,7 @@ SHARED: dict[str, Any] = {
     "pull_delay_on_exception_s": 0.5,
     "instance_name": "i1",
     "local_offset_dir": Path("offsets"),
+    "credentials": SessionCredentials("AclKey01", "secret-01"),
 }
 PUSH_ONLY: dict[str, Any] = {
     "consume_concurrency": 2,

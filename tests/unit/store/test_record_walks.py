@@ -145,9 +145,16 @@ def test_inspect_counts_a_healthy_store(open_small: StoreFactory, store_root: Pa
     offsets = offsets_of(fill(store))
     end = store.max_phy_offset()
     store.close()
-    report = inspect_store(store_root, verify=True, config=store.config)
+    heard: list[tuple[str, int, int]] = []
+    report = inspect_store(
+        store_root, verify=True, config=store.config, progress=lambda *p: heard.append(p)
+    )
     assert report.problems == []
     assert report.records == len(offsets)
+    # One progress report per CommitLog file, the last with every byte done.
+    files = len(segment_paths(store_root))
+    assert len(heard) == files and heard[-1][1] == heard[-1][2]
+    assert heard[-1][0] == f"verifying the commitlog ({files}/{files} files)"
     assert (report.commitlog_min_offset, report.commitlog_max_offset) == (0, end)
     assert report.commitlog_files == len(segment_paths(store_root))
     assert report.queues["C/0"].records == 5

@@ -148,6 +148,9 @@ class SyncStateKeeper:
                 and new != self.me
                 and new not in self.required
                 and conn.slave_ack_offset >= self.store.acked_through
+                # As RocketMQ 5's lastCaughtUpTime: one just dropped for lagging would
+                # rejoin at once (nothing was acknowledged without it) and drop again.
+                and conn.lag_ms(now) <= self.lag_limit_ms
             ):
                 grow.add(new)
         if grow:

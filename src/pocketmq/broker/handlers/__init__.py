@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.handlers.admin import AdminHandlers
+from pocketmq.broker.handlers.admin_query import AdminQueryHandlers
+from pocketmq.broker.handlers.broker_config import BrokerConfigHandlers
 from pocketmq.broker.handlers.client_admin import ClientAdminHandlers
 from pocketmq.broker.handlers.clients import ClientHandlers
 from pocketmq.broker.handlers.offsets import OffsetHandlers
@@ -26,6 +28,6 @@ def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
     """Every request code the broker serves."""
     for family in (SendHandlers, PullHandlers, OffsetHandlers, ClientHandlers, QueryHandlers,
                    AdminHandlers, TransactionHandlers, ReplyHandlers,
-                   ClientAdminHandlers):  # fmt: skip
+                   ClientAdminHandlers, AdminQueryHandlers, BrokerConfigHandlers):  # fmt: skip
         for code, handler in family(broker).handlers().items():
             dispatcher.register(code, handler)

@@ -1,16 +1,17 @@
 """Clients and groups: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
 LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42) and CHECK_CLIENT_CONFIG (46) (ClientManageProcessor,
-ConsumerManageProcessor). A heartbeat's producers join their groups for the transaction
-check-back."""
+ConsumerManageProcessor). A heartbeat's producers join the producer table (their
+connections, and the transaction check-back)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.connections import Connection
 from pocketmq.broker.transaction import RemotingChecker
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields, json_body
-from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from pocketmq.protocol.names import SubscriptionData
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
@@ -136,11 +137,17 @@ class ClientHandlers:
         consumers = _consumer_data(data)
         producer_groups = _producer_groups(data)
         channel.attributes["client_id"] = client_id
+        channel.attributes["language"] = LanguageCode.name_of(cmd.language)
+        channel.attributes["version"] = cmd.version
         for consumer, subscriptions in consumers:
             self.messaging.register_consumer(channel, client_id, consumer, subscriptions)
         checker = RemotingChecker(channel, self.broker_name)
+        producer_id = client_id or channel.peer
+        connection = Connection(
+            producer_id, channel.peer, LanguageCode.name_of(cmd.language), cmd.version
+        )
         for group in producer_groups:
-            self.producers.register(group, client_id or channel.peer, checker)
+            self.producers.register(group, producer_id, checker, connection)
         return cmd.response(ResponseCode.SUCCESS)
 
     def check_client_config(

@@ -268,7 +268,8 @@ class PopService:
                 if found or remaining <= 0 or timed_out:
                     return found
                 try:
-                    await asyncio.wait_for(fut, remaining)
+                    async with asyncio.timeout(remaining):  # not wait_for: see pull_hold.py
+                        await fut
                 except TimeoutError:
                     timed_out = True
             finally:

@@ -1,10 +1,12 @@
-"""Live producers by group (RocketMQ's ProducerManager), for the transaction check-back.
+"""Live producers by group (RocketMQ's ProducerManager): the broker's one producer table,
+read by GET_PRODUCER_CONNECTION_LIST and by the transaction check-back.
 
 A producer joins its group with each heartbeat (remoting: HEART_BEAT's ``producerDataSet``;
 the gRPC edge registers its Telemetry streams), which also renews it; it leaves with
 UNREGISTER_CLIENT, when its connection closes, or after ``expire_ms`` without renewal
 (``channel_expired_timeout``, on the injected clock; the broker calls ``scan_expired``
-periodically). Each registration carries a ``TransactionChecker``: the way to ask that
+periodically). Each registration carries the producer's ``Connection`` (client id, address,
+language, version) and a ``TransactionChecker``: the way to ask that
 producer about a half message. The remoting one sends CHECK_TRANSACTION_STATE (39) one-way
 over the producer's connection, as Broker2Client.checkProducerTransactionState does.
 """
@@ -16,6 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from pocketmq.broker.connections import Connection
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.message import MessageExt
@@ -79,6 +82,7 @@ class RemotingChecker:
 class _Member:
     checker: TransactionChecker
     last_update_ms: int
+    connection: Connection
 
 
 class ProducerRegistry:
@@ -89,12 +93,21 @@ class ProducerRegistry:
         self.groups: dict[str, dict[str, _Member]] = {}
         self._turn = itertools.count()
 
-    def register(self, group: str, client_id: str, checker: TransactionChecker) -> None:
-        """Join ``group`` (or renew the membership) with the way to check this producer."""
+    def register(
+        self,
+        group: str,
+        client_id: str,
+        checker: TransactionChecker,
+        connection: Connection | None = None,
+    ) -> None:
+        """Join ``group`` (or renew the membership) with the way to check this producer and
+        its connection (by default one known only by its client id)."""
         members = self.groups.setdefault(group, {})
         if client_id not in members:
             log.info("producer %s joined group %s", client_id, group)
-        members[client_id] = _Member(checker, self.clock.now_ms())
+        if connection is None:
+            connection = Connection(client_id, "")
+        members[client_id] = _Member(checker, self.clock.now_ms(), connection)
 
     def unregister(self, group: str, client_id: str) -> None:
         members = self.groups.get(group)
@@ -136,3 +149,9 @@ class ProducerRegistry:
 
     def client_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
+
+    def connections(self, group: str) -> list[Connection] | None:
+        """The group's live producers as GET_PRODUCER_CONNECTION_LIST lists them; None when
+        the group has none (RocketMQ's "not exist")."""
+        members = self.groups.get(group)
+        return [m.connection for m in members.values()] if members else None
