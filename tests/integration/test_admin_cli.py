@@ -32,6 +32,9 @@ def test_admin_verbs(tmp_path: Path) -> None:
         consumed = json.loads(ok(ns, "consume-message", "-t", "Orders", "--tags", "A", "--json"))
         assert [(m["body"], m["keys"]) for m in consumed] == [("hello admin", "K1")]
         assert "hello admin" not in ok(ns, "consume-message", "-t", "Orders", "--tags", "B")
+        printed = json.loads(ok(ns, "print-msg", "-t", "Orders", "--json"))
+        assert [(m["body"], m["tags"]) for m in printed] == [("hello admin", "A")]
+        assert json.loads(ok(ns, "print-msg", "-t", "Orders", "-e", "1", "--json")) == []
         progress = ok(ns, "consumer-progress", "-g", "NoSuchGroup", "-t", "Orders")
         assert "total lag: 1" in progress
         assert "OK" in ok(ns, "delete-topic", "-t", "Orders")
@@ -85,5 +88,11 @@ def test_subscription_group_verbs(tmp_path: Path) -> None:
             bad = admin(ns, "update-subscription-group", *args)
             assert bad.returncode == code and why in bad.stderr, bad.stderr
             assert "Traceback" not in bad.stderr
+        deleted = json.loads(
+            ok(ns, "delete-subscription-group", "-g", "CG_ADMIN", "-c", "DefaultCluster", "--json")
+        )
+        assert deleted == [{"broker": broker, "group": "CG_ADMIN"}]
+        gone = admin(ns, "subscription-group", "-g", "CG_ADMIN")
+        assert gone.returncode == 1 and "no master broker has" in gone.stderr
     finally:
         assert proc.stop() == 0

@@ -4,6 +4,6 @@ against any NameServer (pocketmq's or Apache RocketMQ's) and its brokers. The co
 `errors`, never the broker or the store.
 """
 
-from pocketmq.admin.client import AdminClient, AdminError, ClusterInfo
+from pocketmq.admin.client import AdminClient, AdminError, ClusterInfo, route_masters
 
-__all__ = ["AdminClient", "AdminError", "ClusterInfo"]
+__all__ = ["AdminClient", "AdminError", "ClusterInfo", "route_masters"]

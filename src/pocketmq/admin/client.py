@@ -78,6 +78,18 @@ class ClusterInfo:
         return found
 
 
+def route_masters(route: dict[str, Any]) -> dict[str, str]:
+    """Broker name -> master address of a TopicRouteData (brokers without a master left
+    out), sorted by broker name."""
+    found = {}
+    for data in route.get("brokerDatas") or []:
+        addrs = data.get("brokerAddrs") or {}
+        addr = addrs.get(str(MASTER_ID)) or addrs.get(MASTER_ID)
+        if addr:
+            found[str(data["brokerName"])] = str(addr)
+    return dict(sorted(found.items()))
+
+
 def _broker_callbacks() -> Dispatcher:
     """What brokers may send an admin client: while it pulls as the tools group, the
     group's membership changes (NOTIFY_CONSUMER_IDS_CHANGED, one-way); nothing rebalances
@@ -209,6 +221,14 @@ class AdminClient:
         if not isinstance(route, dict):
             raise AdminError(f"the NameServer sent a bad route for {topic}")
         return route
+
+    async def topic_masters(self, topic: str) -> dict[str, str]:
+        """Broker name -> master address of every broker serving topic; AdminError when
+        none has a master."""
+        masters = route_masters(await self.route(topic))
+        if not masters:
+            raise AdminError(f"no master broker serves the topic {topic}")
+        return masters
 
     async def master_addrs(self, cluster: str | None = None) -> list[str]:
         """Every master broker's address (of one cluster); AdminError when there is none."""

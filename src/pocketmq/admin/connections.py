@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError
-from pocketmq.admin.topic_stats import route_masters
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode

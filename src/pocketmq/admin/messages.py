@@ -1,5 +1,11 @@
-"""Messages: send one test message (mqadmin sendMessage) and read messages from the start of
-a topic's queues without committing an offset (mqadmin consumeMessage).
+"""Messages: send one test message (mqadmin sendMessage), read messages from the start of
+a topic's queues (mqadmin consumeMessage) or stored within a time span, without committing an
+offset; dead-letter queues and the resend of a dead letter.
+
+A resend puts the dead letter back into its group's retry topic (``%RETRY%group``, with
+reconsumeTimes 0 and its original topic in RETRY_TOPIC), so that only the group that gave up
+on it consumes it again, with its full retry budget; the dead letter itself stays where it is
+(the log is append-only).
 
 Reading behaves as a pull consumer: first a HEART_BEAT that registers the tools group
 (``TOOLS_CONSUMER``, as mqadmin's) with a subscription to the topic, on the connection the
@@ -20,23 +26,25 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.errors import ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt, PullSysFlag
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
+    DLQ_GROUP_TOPIC_PREFIX,
     EXPRESSION_TYPE_TAG,
     MASTER_ID,
+    TOOLS_CONSUMER_GROUP,
     TagExpressionError,
+    is_dlq_topic,
     parse_tag_expression,
+    retry_topic,
 )
 from pocketmq.protocol.properties import encode_properties
 from pocketmq.protocol.record_codec import decode_message
 
-# MixAll.TOOLS_CONSUMER_GROUP: the group mqadmin's consumeMessage pulls as.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 ADMIN_PRODUCER_GROUP = "PMQ_ADMIN"
 _PULL_ANSWERS = (
     ResponseCode.SUCCESS,
@@ -66,8 +74,7 @@ async def send_message(
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             raise
         route = await client.route(AUTO_CREATE_TOPIC_KEY)
-    masters = [b["brokerAddrs"].get(str(MASTER_ID)) for b in route.get("brokerDatas", [])]
-    addr = next((a for a in masters if a), None)
+    addr = next(iter(route_masters(route).values()), None)
     if addr is None:
         raise AdminError(f"no master broker serves topic {topic}")
     props = {k: v for k, v in ((MessageConst.TAGS, tags), (MessageConst.KEYS, keys)) if v}
@@ -153,7 +160,9 @@ async def consume_messages(
             for qid in range(int(q["readQueueNums"])):
                 if len(out) >= count:
                     return out
-                got = await _pull(client, addr, topic, qid, count - len(out), tags.expression)
+                got = await pull_messages(
+                    client, addr, topic, qid, 0, count - len(out), tags.expression
+                )
                 out += [(str(q["brokerName"]), m) for m in got]
         return out
     finally:
@@ -161,14 +170,22 @@ async def consume_messages(
             await _unregister(client, addr, client_id)
 
 
-async def _pull(
-    client: AdminClient, addr: str, topic: str, queue_id: int, max_nums: int, expression: str
+async def pull_messages(
+    client: AdminClient,
+    addr: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_nums: int,
+    expression: str = "*",
 ) -> list[MessageExt]:
+    """One PULL_MESSAGE as mqadmin's TOOLS_CONSUMER group, carrying its subscription and
+    committing nothing: up to max_nums messages from offset ([] where there are none)."""
     header: dict[str, Any] = {
         "consumerGroup": TOOLS_CONSUMER_GROUP,
         "topic": topic,
         "queueId": queue_id,
-        "queueOffset": 0,
+        "queueOffset": offset,
         "maxMsgNums": max_nums,
         "sysFlag": PullSysFlag.SUBSCRIPTION,
         "commitOffset": 0,
@@ -189,3 +206,101 @@ async def _unregister(client: AdminClient, addr: str, client_id: str) -> None:
     # The broker drops the group with the connection anyway when the command exits.
     with contextlib.suppress(AdminError):
         await client.call(addr, RequestCode.UNREGISTER_CLIENT, fields)
+
+
+async def messages_by_time(
+    client: AdminClient, topic: str, begin_ms: int, end_ms: int, limit: int
+) -> list[tuple[str, MessageExt]]:
+    """Messages stored in [begin_ms, end_ms] on every queue of topic (each with its broker
+    name), the earliest first, at most ``limit`` in all: each queue is read from the offset
+    SEARCH_OFFSET_BY_TIMESTAMP gives for begin_ms until a message is stored after end_ms
+    (mqadmin printMsg)."""
+    route = await client.route(topic)
+    masters = route_masters(route)
+    found: list[tuple[str, MessageExt]] = []
+    for q in route.get("queueDatas", []):
+        name = str(q["brokerName"])
+        addr = masters.get(name)
+        if addr is None:
+            continue
+        for queue_id in range(int(q["readQueueNums"])):
+            start = await client.call(
+                addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                {"topic": topic, "queueId": queue_id, "timestamp": begin_ms},
+            )  # fmt: skip
+            offset = int(start.ext_fields.get("offset", 0))
+            kept = 0
+            while kept < limit:
+                got = await pull_messages(client, addr, topic, queue_id, offset, limit - kept)
+                past_end = [m for m in got if m.store_timestamp > end_ms]
+                inside = [m for m in got if begin_ms <= m.store_timestamp <= end_ms]
+                found += [(name, m) for m in inside]
+                kept += len(inside)
+                if not got or past_end:
+                    break
+                offset = got[-1].queue_offset + 1
+    found.sort(key=lambda nm: nm[1].store_timestamp)
+    return found[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetters:
+    group: str
+    count: int
+    first: list[tuple[str, MessageExt]]  # (broker name, message), the first ones
+
+
+async def dead_letters(client: AdminClient, topics: list[str], limit: int) -> list[DeadLetters]:
+    """Every dead-letter topic among ``topics``: how many messages it holds, and its first
+    ``limit`` messages."""
+    out = []
+    for topic in sorted(t for t in topics if is_dlq_topic(t)):
+        route = await client.route(topic)
+        masters = route_masters(route)
+        count = 0
+        first: list[tuple[str, MessageExt]] = []
+        for q in route.get("queueDatas", []):
+            name = str(q["brokerName"])
+            addr = masters.get(name)
+            if addr is None:
+                continue
+            for queue_id in range(int(q["readQueueNums"])):
+                lo, hi = [
+                    int((await client.call(addr, code, {"topic": topic, "queueId": queue_id}))
+                        .ext_fields.get("offset", 0))
+                    for code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET)
+                ]  # fmt: skip
+                count += max(0, hi - lo)
+                if len(first) < limit and hi > lo:
+                    got = await pull_messages(client, addr, topic, queue_id, lo, limit - len(first))
+                    first += [(name, m) for m in got]
+        out.append(DeadLetters(topic[len(DLQ_GROUP_TOPIC_PREFIX) :], count, first))
+    return out
+
+
+async def resend_dead_letter(
+    client: AdminClient, group: str, letter: MessageExt, broker_name: str
+) -> str:
+    """Puts a dead letter of ``group`` back into the group's retry topic, on the broker that
+    held it where that broker serves the retry topic; returns the new message's offset id."""
+    if not is_dlq_topic(letter.topic) or letter.topic[len(DLQ_GROUP_TOPIC_PREFIX) :] != group:
+        raise AdminError(f"the message is in {letter.topic}, not a dead letter of group {group}")
+    props = dict(letter.properties)
+    original = props.get(MessageConst.RETRY_TOPIC) or props.get(MessageConst.REAL_TOPIC)
+    if not original:
+        raise AdminError("the dead letter does not say which topic it came from (RETRY_TOPIC)")
+    props[MessageConst.RETRY_TOPIC] = original
+    props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, letter.uniq_key or letter.msg_id)
+    target = retry_topic(group)
+    masters = route_masters(await client.route(target))
+    addr = masters.get(broker_name) or next(iter(masters.values()), None)
+    if addr is None:
+        raise AdminError(f"no master broker serves {target}")
+    header = {
+        "producerGroup": TOOLS_CONSUMER_GROUP, "topic": target, "defaultTopic": target,
+        "defaultTopicQueueNums": 1, "queueId": 0, "sysFlag": 0,
+        "bornTimestamp": int(time.time() * 1000), "flag": letter.flag,
+        "properties": encode_properties(props), "reconsumeTimes": 0,
+    }  # fmt: skip
+    resp = await client.call(addr, RequestCode.SEND_MESSAGE, header, letter.body)
+    return str(resp.ext_fields.get("offsetMsgId") or resp.ext_fields.get("msgId", ""))

@@ -17,18 +17,18 @@ import struct
 from dataclasses import dataclass
 
 from pocketmq.admin import connections
-from pocketmq.admin.client import AdminClient, AdminError
-from pocketmq.admin.topic_stats import route_masters
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
+from pocketmq.admin.messages import pull_messages
+from pocketmq.admin.stats import topic_consumer_groups
 from pocketmq.errors import ProtocolError, RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.message import MessageExt, PullSysFlag, decode_offset_msg_id
+from pocketmq.protocol.message import MessageExt, decode_offset_msg_id
 from pocketmq.protocol.names import SUB_ALL, retry_topic
 from pocketmq.protocol.pull_body import decode_pull_body
 
 # MixAll.UNIQUE_MSG_QUERY_FLAG; MixAll.TOOLS_CONSUMER_GROUP, which mqadmin pulls as.
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 JAVA_LONG_MAX = (1 << 63) - 1
 
 
@@ -109,13 +109,6 @@ async def query_on_broker(
     return [m for m in found if key in (m.keys or "").split(" ")]
 
 
-async def topic_masters(client: AdminClient, topic: str) -> dict[str, str]:
-    masters = route_masters(await client.route(topic))
-    if not masters:
-        raise AdminError(f"no master broker serves the topic {topic}")
-    return masters
-
-
 async def query_by_offset(
     client: AdminClient, topic: str, broker_name: str, queue_id: int, offset: int
 ) -> MessageExt:
@@ -124,22 +117,15 @@ async def query_by_offset(
     Raises:
         AdminError: no such broker or message.
     """
-    masters = await topic_masters(client, topic)
+    masters = await client.topic_masters(topic)
     addr = masters.get(broker_name)
     if addr is None:
         raise AdminError(f"{broker_name} does not serve {topic} (its brokers: "
                          f"{', '.join(masters)})")  # fmt: skip
-    header = {
-        "consumerGroup": TOOLS_CONSUMER_GROUP, "topic": topic, "queueId": queue_id,
-        "queueOffset": offset, "maxMsgNums": 1, "sysFlag": PullSysFlag.SUBSCRIPTION,
-        "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": SUB_ALL, "subVersion": 0,
-    }  # fmt: skip
-    resp = await client.call(addr, RequestCode.PULL_MESSAGE, header, ok=(0, 19, 20, 21))
-    found = _messages(addr, resp.body) if resp.code == ResponseCode.SUCCESS else []
+    found = await pull_messages(client, addr, topic, queue_id, offset, 1)
     if not found:
         where = f"{topic} {broker_name} queue {queue_id}"
-        raise AdminError(f"no message at offset {offset} of {where} "
-                         f"(maxOffset {resp.ext_fields.get('maxOffset', '?')})")  # fmt: skip
+        raise AdminError(f"no message at offset {offset} of {where}")
     return found[0]
 
 
@@ -164,13 +150,9 @@ async def _consumed(client: AdminClient, msg: MessageExt, group: str) -> bool:
 
 
 async def consuming_groups(client: AdminClient, topic: str) -> list[str]:
-    """QUERY_TOPIC_CONSUME_BY_WHO on the first master of the topic (as mqadmin asks)."""
-    addr = next(iter((await topic_masters(client, topic)).values()))
-    body = await client.call_json(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
-    try:
-        return sorted(str(g) for g in body["groupList"])
-    except (KeyError, TypeError) as exc:
-        raise AdminError(f"{addr} sent a bad group list: {exc!r}") from exc
+    """QUERY_TOPIC_CONSUME_BY_WHO on the masters of the topic."""
+    masters = list((await client.topic_masters(topic)).values())
+    return await topic_consumer_groups(client, topic, masters)
 
 
 async def track(client: AdminClient, msg: MessageExt) -> list[MessageTrack]:

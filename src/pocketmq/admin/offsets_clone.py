@@ -7,8 +7,7 @@ No formatting here.
 
 from __future__ import annotations
 
-from pocketmq.admin.client import AdminClient, AdminError
-from pocketmq.admin.topic_stats import route_masters
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.names import retry_topic
 

@@ -11,8 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError
-from pocketmq.admin.topic_stats import route_masters
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from pocketmq.protocol.properties import encode_properties

@@ -8,13 +8,11 @@ No formatting here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError
+from pocketmq.admin.client import AdminClient, AdminError, route_masters
 from pocketmq.errors import RemoteProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode
-from pocketmq.protocol.names import MASTER_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +24,6 @@ class QueueStats:
     min_offset: int
     max_offset: int
     last_update_timestamp: int
-
-
-def route_masters(route: dict[str, Any]) -> dict[str, str]:
-    """Broker name -> master address of a TopicRouteData (brokers without a master left
-    out)."""
-    found = {}
-    for data in route.get("brokerDatas") or []:
-        addrs = data.get("brokerAddrs") or {}
-        addr = addrs.get(str(MASTER_ID)) or addrs.get(MASTER_ID)
-        if addr:
-            found[str(data["brokerName"])] = str(addr)
-    return dict(sorted(found.items()))
 
 
 async def topic_status(client: AdminClient, topic: str) -> list[QueueStats]:
@@ -62,11 +48,3 @@ async def topic_status(client: AdminClient, topic: str) -> list[QueueStats]:
         except (RemoteProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise AdminError(f"{addr} sent a bad topic stats body: {exc!r}") from exc
     return sorted(out, key=lambda q: (q.broker_name, q.queue_id))
-
-
-async def topic_clusters(client: AdminClient, topic: str) -> list[str]:
-    """The clusters with a broker serving topic (TopicClusterSubCommand)."""
-    route = await client.route(topic)
-    names = {str(d.get("brokerName")) for d in route.get("brokerDatas") or []}
-    info = await client.cluster_info()
-    return sorted(c for c, members in info.clusters.items() if names & set(members))

@@ -35,12 +35,14 @@ from pocketmq.broker.failover import FailoverCoordinator, FailoverError, Failove
 from pocketmq.broker.handlers import register_all
 from pocketmq.broker.locks import RebalanceLockManager
 from pocketmq.broker.messaging import MessagingService
+from pocketmq.broker.metrics import MetricsEndpoint, RpcLatency, TimedDispatcher
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pop import PopService
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.role_switch import RoleSwitch
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
@@ -61,7 +63,7 @@ from pocketmq.store import MessageStore
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.ha import HAClient, ReplicationState
 from pocketmq.store.layout import CONFIG_DIR
-from pocketmq.tasks import cancel_and_wait
+from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +93,14 @@ class Broker:
         self.consumers = ConsumerManager(config.channel_expired_timeout, clock=clock)
         self.producers = ProducerRegistry(config.channel_expired_timeout, clock=clock)
         self.pull_hold = PullHold()
+        self.stats = BrokerStatsManager(config.broker_cluster_name, clock)
         self.locks = RebalanceLockManager(clock=clock)
-        self.dispatcher = Dispatcher()
+        # The Prometheus endpoint (metricsExporterType=PROM) and the request timing it reports.
+        self.rpc_latency = RpcLatency()
+        self.metrics: MetricsEndpoint | None = None
+        self.dispatcher = (
+            TimedDispatcher(self.rpc_latency) if config.metrics_enabled else Dispatcher()
+        )
         self.server: RemotingServer | None = None
         self.namesrv_client = RemotingClient()
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,8 +214,11 @@ class Broker:
         self.server = RemotingServer(handler, idle_timeout_s=120)
         await self.server.start(sock=sock)
         self.server.on_channel_closed = self._on_channel_closed
+        if self.config.metrics_enabled:
+            await self._start_metrics()
         self._every(self.config.flush_consumer_offset_interval, self._persist_offsets)
         self._every(10_000, self._scan_consumers)
+        self._tasks.append(asyncio.create_task(run_when_due(self._sample_stats, asyncio.Event())))
         self._tasks.append(asyncio.create_task(self._register_loop()))
         if self.is_master:
             await self.start_master_services()
@@ -223,6 +234,22 @@ class Broker:
                 raise
         log.info("broker %s listening on %s", self.config.broker_name, self.config.broker_addr)
         return self.port
+
+    async def _start_metrics(self) -> None:
+        """Raises: ConfigError: the metrics port cannot be bound (the broker stops)."""
+        config = self.config
+        endpoint = MetricsEndpoint(self, self.rpc_latency)
+        try:
+            await endpoint.start(
+                config.metrics_prom_exporter_host or config.broker_ip1,
+                config.metrics_prom_exporter_port,
+            )
+        except OSError as exc:
+            await self.stop()
+            raise ConfigError(
+                f"metricsPromExporterPort {config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self.metrics = endpoint
 
     @property
     def is_master(self) -> bool:
@@ -326,6 +353,9 @@ class Broker:
         self.schedule.on_message_arrived(topic, queue_id, queue_offset)
         self.timer.on_message_arrived(topic, queue_id, queue_offset)
         self.pop.on_message_arrived(topic, queue_id, queue_offset)
+
+    async def _sample_stats(self) -> int:
+        return self.stats.sample()
 
     def max_delivery_attempts(self, group: str) -> int:
         """Deliveries of a message to a 5.x consumer group before its DLQ: retryMaxTimes + 1."""
@@ -453,6 +483,8 @@ class Broker:
         await self._unregister_all()
         await self.namesrv_client.close()
         self.pull_hold.wake_all()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.server is not None:
             await self.server.stop()
         if self.ha_client is not None:

@@ -93,6 +93,12 @@ class BrokerConfig:
     # The broker.conf this broker was started with (RocketMQ 5's brokerConfigPath): where
     # UPDATE_BROKER_CONFIG persists the settings it accepts; None: started without one.
     broker_config_path: Path | None = None
+    # Metrics (RocketMQ 5's names and defaults): DISABLE, or PROM for a Prometheus endpoint
+    # (GET /metrics) on metricsPromExporterHost (brokerIP1 when blank) and
+    # metricsPromExporterPort. RocketMQ's OTLP_GRPC and LOG exporters are refused.
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
     # ACL 1.0 (broker/acl): every request needs an account of plain_acl.yml, as RocketMQ's
     # aclEnable; off by default. The file is RocketMQ's ${ROCKETMQ_HOME}/conf/plain_acl.yml
     # (its rocketmq.acl.plain.file property); a relative path is read from the directory the
@@ -130,6 +136,13 @@ class BrokerConfig:
             )
         if self.renew_ahead_time_millis >= self.default_invisible_time_mills:
             raise ConfigError("renew_ahead_time_millis must be below default_invisible_time_mills")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(
+                f"metricsExporterType {self.metrics_exporter_type!r} is not served by pocketmq: "
+                "use PROM (a Prometheus endpoint) or DISABLE"
+            )
+        if not 0 <= self.metrics_prom_exporter_port < 65536:
+            raise ConfigError("metricsPromExporterPort must be 0..65535")
         if self.slave_sync_interval <= 0:
             raise ConfigError("slave_sync_interval must be positive")
         if self.transaction_time_out < 0:
@@ -140,6 +153,10 @@ class BrokerConfig:
             raise ConfigError("transaction_check_max must be positive")
         if self.acl_file_watch_interval_ms <= 0:
             raise ConfigError("acl_file_watch_interval_ms must be positive")
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics_exporter_type == "PROM"
 
     @property
     def failover_enabled(self) -> bool:

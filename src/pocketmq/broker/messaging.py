@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.filtering import FilterNotSupported, Subscription, compile_subscription
+from pocketmq.broker.stats import Protocol
 from pocketmq.broker.status_map import (
     FENCED_REFUSAL,
     SLAVE_END_TRANSACTION_REFUSAL,
@@ -96,6 +97,8 @@ class MessagingService:
         self.topics = broker.topics
         self.offsets = broker.offsets
         self.groups = broker.subscription_groups
+        # The one counting point of the statistics (puts, gets, send-backs), both edges.
+        self.stats = broker.stats
         # The broker's region and trace switch, as a send answer and a stored message carry
         # them; with the cluster, what ``stamp`` puts on every message (built once: the
         # config does not change while the broker runs).
@@ -251,10 +254,14 @@ class MessagingService:
             queue_id, cfg.write_queue_nums, topic=cfg.topic_name, code=ResponseCode.SYSTEM_ERROR
         )
 
-    async def send(self, msg: MessageExt, max_reconsume_times: int | None = None) -> PutResult:
+    async def send(
+        self, msg: MessageExt, max_reconsume_times: int | None = None,
+        protocol: Protocol = Protocol.REMOTING,
+    ) -> PutResult:  # fmt: skip
         """Store one message a producer sent: a send to a retry topic may be dead-lettered
         (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
         and delay-level messages are parked in their system topics, then the store appends it.
+        A stored message counts in its topic's put statistics (the topic it was sent to).
 
         A transactional half message (PREPARED) goes to the transaction service instead,
         invisible until its producer commits it.
@@ -263,22 +270,29 @@ class MessagingService:
             RequestError: an unknown retry group, a bad timer or delay property, or a half
                 the transaction service refuses.
         """
+        topic = msg.topic
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp(msg)
         if tx.is_half(msg):
-            return await self.broker.transactions.prepare(msg)
-        tx.make_visible(msg)
-        if is_retry_topic(msg.topic):
-            group = group_of_retry_topic(msg.topic)
-            sub = self.group(group)
-            max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
-            # The client already counted this delivery in the message it sends back.
-            spent = retries_spent(msg.reconsume_times - 1, max_times)
-            if spent or self.broker.locks.has_live_locks(group):
-                self._to_dead_letter(group, msg)
-        self.broker.timer.rewrite(msg)
-        self.broker.schedule.rewrite(msg)
-        return await self.store.put_messages([msg])
+            result = await self.broker.transactions.prepare(msg)
+        else:
+            tx.make_visible(msg)
+            if is_retry_topic(msg.topic):
+                group = group_of_retry_topic(msg.topic)
+                sub = self.group(group)
+                max_times = (
+                    sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+                )
+                # The client already counted this delivery in the message it sends back.
+                spent = retries_spent(msg.reconsume_times - 1, max_times)
+                if spent or self.broker.locks.has_live_locks(group):
+                    self._to_dead_letter(group, msg)
+            self.broker.timer.rewrite(msg)
+            self.broker.schedule.rewrite(msg)
+            result = await self.store.put_messages([msg])
+        if result.ok:
+            self.stats.on_put(topic, 1, result.wrote_bytes, protocol)
+        return result
 
     async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
         """Store a batch as one append (no delays in a batch: the edge refuses them).
@@ -294,7 +308,10 @@ class MessagingService:
             )
         for msg in msgs:
             self.stamp(msg)
-        return await self.store.put_messages(msgs)
+        result = await self.store.put_messages(msgs)
+        if result.ok:
+            self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes)
+        return result
 
     def stamp(self, msg: MessageExt) -> None:
         """The properties RocketMQ's send processor puts on every message a producer sends:
@@ -307,7 +324,13 @@ class MessagingService:
         as it was sent, when storeReplyMessageEnable; None when it is not kept."""
         if not self.config.store_reply_message_enable:
             return None
-        return await self.store.put_messages([msg])
+        return self._stored(await self.store.put_messages([msg]))
+
+    def _stored(self, result: PutResult) -> PutResult:
+        """A put the broker makes for itself counts in the store's totals only."""
+        if result.ok:
+            self.stats.on_store(result.msg_num, result.wrote_bytes)
+        return result
 
     async def end_transaction(self, end: EndTransaction) -> None:
         """A producer's commit or rollback of a half message (both edges).
@@ -362,7 +385,7 @@ class MessagingService:
             if delay_level:
                 msg.properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
                 self.broker.schedule.rewrite(msg)
-        return await self.store.put_messages([msg])
+        return self._stored(await self.store.put_messages([msg]))
 
     async def send_back(
         self, group: str, phy_offset: int, delay_level: int, max_reconsume_times: int | None
@@ -386,7 +409,7 @@ class MessagingService:
             )
         max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
         dead = delay_level < 0 or retries_spent(origin.reconsume_times, max_times)
-        return await self.redeliver(
+        result = await self.redeliver(
             group,
             origin,
             original_topic=origin.topic,
@@ -395,6 +418,11 @@ class MessagingService:
             retry_queue_nums=sub.retry_queue_nums,
             delay_level=delay_level or FIRST_RETRY_DELAY_LEVEL + origin.reconsume_times,
         )
+        if result.ok:
+            # Counted under the topic the message was first sent to, as RocketMQ does.
+            topic = origin.properties.get(MessageConst.RETRY_TOPIC) or origin.topic
+            self.stats.on_send_back(group, topic)
+        return result
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -502,12 +530,14 @@ class MessagingService:
         hold_ms: int,
         closed: asyncio.Future[None] | None = None,
         commit_offset: int = -1,
+        protocol: Protocol = Protocol.REMOTING,
     ) -> GetResult:
         """Up to ``max_nums`` messages of a queue from ``offset``. With nothing to read, the
         pull is held until a message arrives, ``hold_ms`` pass (the edges cap it) or the
         request's connection closes (``closed`` is done). The group's pull position is
         noted, and ``commit_offset`` (when not negative) committed as the group's offset, as a
-        4.x pull carries it (on a master only).
+        4.x pull carries it (on a master only). The answer counts in the group's get
+        statistics, with the time its last look at the store took.
 
         Raises:
             RequestError: see ``readable_queue``.
@@ -519,6 +549,7 @@ class MessagingService:
         clock = self.broker.clock
         deadline = clock.monotonic() + hold_ms / 1000
         while True:
+            looked_ms = clock.now_ms()
             result = self.store.get_message(
                 query.topic, query.queue_id, query.offset, query.max_nums, query.filter
             )
@@ -531,6 +562,10 @@ class MessagingService:
                 query.topic, query.queue_id, query.offset, remaining, closed
             )
         self.offsets.commit_pull(query.group, query.topic, query.queue_id, result.next_begin_offset)
+        self.stats.on_get(
+            query.group, query.topic, len(result.messages), result.buffer_total_size,
+            clock.now_ms() - looked_ms, protocol,
+        )  # fmt: skip
         return result
 
     def pull_answer(self, group: str, result: GetResult, offset: int) -> tuple[int, int]:

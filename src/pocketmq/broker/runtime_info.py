@@ -2,7 +2,12 @@
 
 RocketMQ's keys where it has them (AdminBrokerProcessor.prepareRuntimeInfo and the store's
 runtime info): ``commitLogMinOffset``, ``commitLogMaxOffset``, ``dispatchBehindBytes``,
-``brokerActive``; the names of its HA runtime info for the rest (``inSyncSlaveNums``,
+``brokerActive``, ``brokerVersionDesc``/``brokerVersion`` (the version we report to clients),
+``earliestMessageTimeStamp``, ``remainHowManyDataToFlush``, ``commitLogDiskRatio``; the
+statistics' StoreStatsService and BrokerStats keys (``broker/stats.py``: ``putTps``,
+``getTransferedTps``, ``getFoundTps``, ``getMissTps``, ``getTotalTps`` as "10 s, 1 min,
+10 min" TPS, ``msgPutTotal*``/``msgGetTotal*``, ``bootTimestamp``, ``runtime``,
+``putMessageTimesTotal``, ...); the names of its HA runtime info for the rest (``inSyncSlaveNums``,
 ``haMasterAddress``, per slave ``slaveAckOffset``). pocketmq adds, under its own names:
 
 - ``brokerRole`` (the CURRENT role: ASYNC_MASTER, SYNC_MASTER or SLAVE), ``brokerId`` (the id it
@@ -14,22 +19,39 @@ runtime info): ``commitLogMinOffset``, ``commitLogMaxOffset``, ``dispatchBehindB
 - on a slave, ``haClientAddress`` (the local end of its HA connection: the ``<addr>`` its
   master reports it under) and ``haConnected``.
 
-No I/O here: it reads the broker's in-memory state.
+No I/O here: it reads the broker's in-memory state (the caller asks the disk how full it
+is). RocketMQ's thread-pool queue keys are left out: pocketmq has no such pools.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pocketmq.protocol.remoting import CURRENT_VERSION
+
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
 
 
-def runtime_info(broker: Broker) -> dict[str, str]:
+# MQVersion.Version's names from V4_9_0 (ordinal 395) on, the range we may report.
+_VERSION_NAMES = {395 + i: f"V4_9_{i}" for i in range(9)}
+
+
+def runtime_info(broker: Broker, disk: tuple[int, int]) -> dict[str, str]:
+    """The table, with ``disk`` the (used, total) bytes of the CommitLog's disk."""
     store = broker.store
     top = store.max_phy_offset()
+    bottom = store.min_phy_offset()
+    used, total = disk
+    flushed = store.commitlog.mfq.flushed_where
     table: dict[str, str] = {
-        "commitLogMinOffset": str(store.min_phy_offset()),
+        **broker.stats.runtime_info(),
+        "brokerVersionDesc": _VERSION_NAMES.get(CURRENT_VERSION, str(CURRENT_VERSION)),
+        "brokerVersion": str(CURRENT_VERSION),
+        "earliestMessageTimeStamp": str(earliest_message_ms(broker)),
+        "remainHowManyDataToFlush": f"{max(top - flushed, 0)} B",
+        "commitLogDiskRatio": repr(used / total if total else 0.0),
+        "commitLogMinOffset": str(bottom),
         "commitLogMaxOffset": str(top),
         "dispatchBehindBytes": str(max(0, top - store.reput.reput_from)),
         "brokerActive": str(broker.master_services_running).lower(),
@@ -57,3 +79,13 @@ def runtime_info(broker: Broker) -> dict[str, str]:
         table["haConnected"] = str(following.connected).lower()
         table["haClientAddress"] = client.local_address
     return table
+
+
+def earliest_message_ms(broker: Broker) -> int:
+    """When the oldest message in the CommitLog was stored (getEarliestMessageTime); -1 for an
+    empty one."""
+    store = broker.store
+    bottom = store.min_phy_offset()
+    if store.max_phy_offset() <= bottom:
+        return -1
+    return store.commitlog.store_timestamp_at(bottom)

@@ -140,8 +140,9 @@ def subscription_group(namesrv: str, group: str, cluster: str | None, as_json: b
 def reset_offset_by_time(
     namesrv: str, group: str, topic: str, timestamp: str, force: bool, as_json: bool
 ) -> None:
-    """Move a live consumer group's offsets in a topic to a time, on every broker of the
-    topic; its consumers restart there at once. Prints the new offsets."""
+    """Move a consumer group's offsets in a topic to a time, on every broker of the topic;
+    live consumers restart there at once, and with none online the offsets are committed
+    directly (as mqadmin falls back to). Prints the new offsets."""
     try:
         at_ms = time.time_ns() // 1_000_000 if timestamp == "now" else int(timestamp)
     except ValueError:
@@ -155,6 +156,28 @@ def reset_offset_by_time(
     )  # fmt: skip
     rows = [(broker, queue_id, offset) for (broker, queue_id), offset in table.items()]
     emit_table(["broker", "queue", "offset"], rows, as_json=as_json)
+
+
+@click.command("delete-subscription-group")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-b", "--broker-addr", default=None, help="Only on this broker.")
+@click.option(
+    "-c", "--cluster", default=None,
+    help="On the cluster's masters, with the group's retry and dead-letter topics.",
+)  # fmt: skip
+@json_option
+@click.pass_obj
+def delete_subscription_group(
+    namesrv: str, group: str, broker_addr: str | None, cluster: str | None, as_json: bool
+) -> None:
+    """Delete a consumer group's settings (mqadmin deleteSubGroup): on one broker, on every
+    master of a cluster (then also its %RETRY% and %DLQ% topics), or on every master."""
+    done, problems = run_admin(
+        namesrv,
+        lambda c: groups.delete_subscription_group(c, group, broker=broker_addr, cluster=cluster),
+    )
+    emit_table(["broker", "group"], [(addr, group) for addr in done], as_json=as_json,
+               footer="\n".join(f"not deleted: {p}" for p in problems) or None)  # fmt: skip
 
 
 @click.command("consumer-status")

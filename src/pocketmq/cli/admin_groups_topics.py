@@ -1,5 +1,5 @@
 """``pocketmq admin`` verbs over the broker admin codes mqadmin uses for topics, groups and
-broker settings: topic-status (202), topic-cluster-list, consumer-connection (203),
+broker settings: topic-status (202), consumer-connection (203),
 producer-connection (204), topic-consumed-by (300), clone-group-offset (314),
 get-broker-config (26), update-broker-config (25) and check-msg-send-rt (310). The requests
 are the admin library's; this module parses options and prints (tables, or ``--json``).
@@ -12,8 +12,14 @@ import time
 import click
 
 from pocketmq import admin as admin_lib
-from pocketmq.admin import broker_config, connections, offsets_clone, send_rt, topic_stats
-from pocketmq.admin.topic_stats import route_masters
+from pocketmq.admin import (
+    broker_config,
+    connections,
+    offsets_clone,
+    route_masters,
+    send_rt,
+    topic_stats,
+)
 from pocketmq.cli.admin import run_admin
 from pocketmq.cli.output import emit_json, emit_table, json_option, progress
 from pocketmq.protocol.codes import RequestCode
@@ -44,16 +50,6 @@ def topic_status(namesrv: str, topic: str, as_json: bool) -> None:
     total = sum(q.max_offset - q.min_offset for q in queues)
     emit_table(["broker", "queue", "minOffset", "maxOffset", "lastUpdated"], rows,
                as_json=as_json, footer=f"messages held: {total}")  # fmt: skip
-
-
-@click.command("topic-cluster-list")
-@click.option("-t", "--topic", required=True)
-@json_option
-@click.pass_obj
-def topic_cluster_list(namesrv: str, topic: str, as_json: bool) -> None:
-    """The clusters whose brokers serve a topic."""
-    clusters = run_admin(namesrv, lambda c: topic_stats.topic_clusters(c, topic))
-    emit_table(["cluster"], [(c,) for c in clusters], as_json=as_json)
 
 
 @click.command("consumer-connection")
@@ -213,7 +209,7 @@ def check_msg_send_rt(namesrv: str, topic: str, amount: int, size: int, as_json:
 
 
 GROUPS_TOPICS_VERBS = (
-    topic_status, topic_cluster_list, consumer_connection, producer_connection,
+    topic_status, consumer_connection, producer_connection,
     topic_consumed_by, clone_group_offset, get_broker_config, update_broker_config,
     check_msg_send_rt,
 )  # fmt: skip

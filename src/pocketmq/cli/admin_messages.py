@@ -5,12 +5,14 @@ refuses unregistered pulls serves it too; no offset is committed).
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from pocketmq.admin import messages
 from pocketmq.cli.admin import run_admin
 from pocketmq.cli.output import emit_table, json_option
-from pocketmq.protocol.message import MessageConst
+from pocketmq.protocol.message import MessageConst, MessageExt
 
 
 @click.command("send-message")
@@ -40,6 +42,10 @@ def send_message(
 def consume_message(namesrv: str, topic: str, count: int, tags: str, as_json: bool) -> None:
     """Print up to COUNT messages from the start of each queue (commits no offset)."""
     found = run_admin(namesrv, lambda c: messages.consume_messages(c, topic, count, tags))
+    _emit_messages(found, as_json)
+
+
+def _emit_messages(found: list[tuple[str, MessageExt]], as_json: bool) -> None:
     rows = [
         (broker, m.queue_id, m.queue_offset, m.tags or "", m.keys or "",
          m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, m.msg_id),
@@ -48,3 +54,29 @@ def consume_message(namesrv: str, topic: str, count: int, tags: str, as_json: bo
     ]  # fmt: skip
     columns = ["broker", "queue", "offset", "tags", "keys", "msgId", "body"]
     emit_table(columns, rows, as_json=as_json)
+
+
+def _epoch_ms(value: str, hint: str) -> int:
+    try:
+        return time.time_ns() // 1_000_000 if value == "now" else int(value)
+    except ValueError:
+        raise click.BadParameter("epoch milliseconds or 'now'", param_hint=hint) from None
+
+
+@click.command("print-msg")
+@click.option("-t", "--topic", required=True)
+@click.option("-b", "--begin", default="0", show_default=True,
+              help="Stored at or after: epoch milliseconds, or 'now'.")  # fmt: skip
+@click.option("-e", "--end", default="now", show_default=True,
+              help="Stored at or before: epoch milliseconds, or 'now'.")  # fmt: skip
+@click.option("-n", "--max", "limit", default=1000, show_default=True, type=click.IntRange(1))
+@json_option
+@click.pass_obj
+def print_msg(namesrv: str, topic: str, begin: str, end: str, limit: int, as_json: bool) -> None:
+    """Messages of a topic stored between two times, from every queue, earliest first
+    (mqadmin printMsg; commits no offset)."""
+    begin_ms, end_ms = _epoch_ms(begin, "-b"), _epoch_ms(end, "-e")
+    found = run_admin(
+        namesrv, lambda c: messages.messages_by_time(c, topic, begin_ms, end_ms, limit)
+    )
+    _emit_messages(found, as_json)

@@ -95,7 +95,7 @@ def query_msg_by_unique_key(namesrv: str, topic: str, msg_id: str, as_json: bool
 
     async def go(c: admin_lib.AdminClient) -> Found:
         found = []
-        for addr in (await msg_query.topic_masters(c, topic)).values():
+        for addr in (await c.topic_masters(topic)).values():
             found += await msg_query.query_on_broker(c, addr, topic, msg_id, unique=True)
         if not found:
             raise admin_lib.AdminError(f"no message of {topic} has the id {msg_id}")
@@ -118,7 +118,7 @@ def query_msg_by_key(
     """Messages with a key, on every broker of the topic, with who consumed them."""
 
     async def go(c: admin_lib.AdminClient) -> Found:
-        masters = await msg_query.topic_masters(c, topic)
+        masters = await c.topic_masters(topic)
         found = []
         for addr in progress(list(masters.values()), "querying brokers"):
             found += await msg_query.query_on_broker(

@@ -14,6 +14,7 @@ from pocketmq.cli import admin_brokers, admin_consumers, admin_messages
 from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_groups_topics import GROUPS_TOPICS_VERBS
 from pocketmq.cli.admin_query_msg import QUERY_MSG_VERBS
+from pocketmq.cli.admin_stats import broker_consume_stats, stats_all
 from pocketmq.cli.dashboard import dashboard
 from pocketmq.cli.servers import broker, namesrv, serve
 from pocketmq.cli.store_cmd import store
@@ -59,12 +60,16 @@ for _verb in (
     admin_consumers.consumer_progress,
     admin_consumers.subscription_group,
     admin_consumers.update_subscription_group,
+    admin_consumers.delete_subscription_group,
     admin_consumers.reset_offset_by_time,
     admin_consumers.consumer_status,
     admin_messages.send_message,
     admin_messages.consume_message,
+    admin_messages.print_msg,
     *GROUPS_TOPICS_VERBS,
     *QUERY_MSG_VERBS,
+    stats_all,
+    broker_consume_stats,
 ):
     admin.add_command(_verb)
 

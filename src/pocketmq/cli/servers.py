@@ -65,6 +65,11 @@ async def start_broker(config: BrokerConfig) -> tuple[Broker, int]:
         raise click.ClickException(f"cannot start the broker: {exc}") from exc
 
 
+def _metrics_port(broker: Broker) -> dict[str, int]:
+    """The ready file's "metrics" entry, when the Prometheus endpoint is on."""
+    return {} if broker.metrics is None else {"metrics": broker.metrics.port}
+
+
 async def start_grpc(broker: Broker, host: str, port: int) -> int:
     """Give a started broker its gRPC endpoint, which runs while the broker is master (a
     slave serves no 5.x client: they all write); the broker stops it. Returns its bound port,
@@ -170,7 +175,9 @@ def _broker_config(
 @listen_option
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), ';'-separated.")
 @grpc_port_option
-@ready_file_option('Write {"broker": port, "grpc": port, "ha": port} here once serving.')
+@ready_file_option(
+    'Write {"broker": port, "grpc": port, "ha": port[, "metrics": port]} here once serving.'
+)
 def broker(
     conf: Path | None,
     store_dir: Path | None,
@@ -198,7 +205,10 @@ def broker(
         )
         if ready_file is not None:
             write_ready_file(
-                ready_file, json.dumps({"broker": port, "grpc": g_port, "ha": server.ha_port})
+                ready_file,
+                json.dumps(
+                    {"broker": port, "grpc": g_port, "ha": server.ha_port, **_metrics_port(server)}
+                ),
             )
         try:
             await stop.wait()
@@ -263,7 +273,15 @@ def serve(
         )
         if ready_file is not None:
             write_ready_file(
-                ready_file, json.dumps({"namesrv": ns_port, "broker": b_port, "grpc": g_port})
+                ready_file,
+                json.dumps(
+                    {
+                        "namesrv": ns_port,
+                        "broker": b_port,
+                        "grpc": g_port,
+                        **_metrics_port(broker_server),
+                    }
+                ),
             )
         try:
             await stop.wait()

@@ -16,10 +16,13 @@ import jinja2
 from aiohttp import web
 
 from pocketmq import __version__
-from pocketmq.admin import AdminClient, AdminError
-from pocketmq.dashboard import cluster, groups, messages, topics
+from pocketmq.admin import AdminClient, AdminError, cluster, groups, topic_stats, topics
+from pocketmq.admin import messages as admin_messages
+from pocketmq.admin.connections import consumer_connection
+from pocketmq.dashboard import messages
 from pocketmq.dashboard.charts import Series, line_chart
 from pocketmq.dashboard.sampler import Sampler
+from pocketmq.protocol.names import is_system_group, is_system_topic
 from pocketmq.tasks import cancel_and_wait
 
 ADMIN: web.AppKey[AdminClient] = web.AppKey("admin", AdminClient)
@@ -78,7 +81,7 @@ def _time_field(value: str, name: str) -> int:
 
 
 async def cluster_page(request: web.Request) -> web.Response:
-    views = await cluster.brokers(request.app[ADMIN])
+    views = await cluster.broker_rows(request.app[ADMIN])
     sampler = request.app[SAMPLER]
     charts = [
         line_chart(
@@ -96,27 +99,51 @@ async def cluster_page(request: web.Request) -> web.Response:
 
 async def topics_page(request: web.Request) -> web.Response:
     system = request.query.get("system") == "1"
-    names = await topics.topic_names(request.app[ADMIN], system=system)
+    names = await topics.topic_list(request.app[ADMIN])
+    if not system:
+        names = [t for t in names if not is_system_topic(t)]
     return _render(request, "topics.html", topics=names, system=system)
 
 
 async def topic_page(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
-    route = await request.app[ADMIN].route(name)
-    return _render(request, "topic.html", topic=name, queues=topics.route_rows(route))
+    admin = request.app[ADMIN]
+    route = await admin.route(name)
+    return _render(
+        request, "topic.html", topic=name, rows=topics.route_rows(route),
+        queues=await topic_stats.topic_status(admin, name), sent=request.query.get("sent", ""),
+    )  # fmt: skip
+
+
+async def send_to_topic(request: web.Request) -> web.Response:
+    name = request.match_info["topic"]
+    form = await request.post()
+    body = str(form.get("body", ""))
+    if not body:
+        raise BadForm("a message needs a body")
+    tags, keys = str(form.get("tags", "")).strip(), str(form.get("keys", "")).strip()
+    sent = await admin_messages.send_message(
+        request.app[ADMIN], name, body.encode(), tags or None, keys or None
+    )
+    note = f"{sent.msg_id} to queue {sent.queue_id} at offset {sent.queue_offset}"
+    raise web.HTTPSeeOther(f"/topics/{name}?sent={note}")
 
 
 async def groups_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN]
-    rows = [(g, await groups.group_stats(admin, g)) for g in await groups.group_names(admin)]
+    names = [g for g in await groups.group_names(admin) if not is_system_group(g)]
+    rows = [(g, await groups.group_progress(admin, g)) for g in names]
     return _render(request, "groups.html", groups=rows)
 
 
 async def group_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN]
     name = request.match_info["group"]
-    stats = await groups.group_stats(admin, name)
-    conns, note = await groups.connections(admin, name)
+    stats = await groups.group_progress(admin, name)
+    try:
+        conns, note = (await consumer_connection(admin, name)).connections, ""
+    except AdminError as exc:
+        conns, note = [], str(exc)
     chart = line_chart(
         f"lag of {name}",
         [Series("messages behind", request.app[SAMPLER].lag_history.get(name, []))],
@@ -135,7 +162,7 @@ async def reset_offset(request: web.Request) -> web.Response:
     if not topic:
         raise BadForm("choose the topic whose offsets to reset")
     when = _time_field(str(form.get("timestamp", "")), "timestamp")
-    done = await groups.reset_offsets(request.app[ADMIN], name, topic, when)
+    done = await groups.reset_offset_by_time(request.app[ADMIN], name, topic, when)
     summary = ", ".join(f"{b}/{q} -> {o}" for (b, q), o in sorted(done.items()))
     raise web.HTTPSeeOther(f"/groups/{name}?reset={topic}: {summary}")
 
@@ -165,8 +192,10 @@ async def message_page(request: web.Request) -> web.Response:
 
 async def dlq_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN]
-    names = await topics.topic_names(admin, system=True)
-    letters = await messages.dead_letters(admin, names)
+    queues = await admin_messages.dead_letters(
+        admin, await topics.topic_list(admin), messages.MAX_RESULTS
+    )
+    letters = [(d.group, d.count, [messages.Found(m, n) for n, m in d.first]) for d in queues]
     return _render(request, "dlq.html", letters=letters, resent=request.query.get("resent", ""))
 
 
@@ -175,7 +204,10 @@ async def resend(request: web.Request) -> web.Response:
     group, msg_id = str(form.get("group", "")), str(form.get("id", ""))
     if not group or not msg_id:
         raise BadForm("a resend needs the group and the dead letter's message id")
-    new_id = await messages.resend_dead_letter(request.app[ADMIN], group, msg_id)
+    letter = await messages.by_offset_id(request.app[ADMIN], msg_id)
+    new_id = await admin_messages.resend_dead_letter(
+        request.app[ADMIN], group, letter.msg, letter.broker_name
+    )
     raise web.HTTPSeeOther(f"/dlq?resent={msg_id} as {new_id}")
 
 
@@ -203,6 +235,7 @@ def create_app(namesrv_addr: str, *, sample_interval_s: float = 10.0) -> web.App
     app.router.add_get("/", cluster_page)
     app.router.add_get("/topics", topics_page)
     app.router.add_get("/topics/{topic}", topic_page)
+    app.router.add_post("/topics/{topic}/send", send_to_topic)
     app.router.add_get("/groups", groups_page)
     app.router.add_get("/groups/{group}", group_page)
     app.router.add_post("/groups/{group}/reset", reset_offset)

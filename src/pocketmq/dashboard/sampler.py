@@ -13,9 +13,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from pocketmq.admin import AdminClient, AdminError
+from pocketmq.admin.cluster import broker_rows
+from pocketmq.admin.groups import group_names, group_progress
 from pocketmq.clock import Clock, SystemClock
-from pocketmq.dashboard.cluster import broker_runtime_info
-from pocketmq.dashboard.groups import group_names, group_stats
+from pocketmq.protocol.names import is_system_group
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +68,13 @@ class Sampler:
         history.append((self.clock.now_ms() / 1000, float(lag)))
 
     async def sample_once(self) -> None:
-        cluster = await self.admin.cluster_info()
-        for addrs in cluster.brokers.values():
-            for addr in addrs.values():
-                try:
-                    self.record(addr, await broker_runtime_info(self.admin, addr))
-                except AdminError as exc:
-                    log.info("dashboard: no runtime info from %s: %s", addr, exc)
-        for group in (await group_names(self.admin))[:MAX_SAMPLED_GROUPS]:
+        for row in await broker_rows(self.admin):
+            if row.info:  # an unreachable broker leaves a gap
+                self.record(row.addr, row.info)
+        groups = [g for g in await group_names(self.admin) if not is_system_group(g)]
+        for group in groups[:MAX_SAMPLED_GROUPS]:
             try:
-                self.record_lag(group, (await group_stats(self.admin, group)).lag)
+                self.record_lag(group, (await group_progress(self.admin, group)).lag)
             except AdminError as exc:
                 log.info("dashboard: no consume stats of %s: %s", group, exc)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from pocketmq.broker.messaging import PullQuery
+from pocketmq.broker.stats import Protocol
 from pocketmq.broker.status_map import pull_code
 from pocketmq.grpc import convert
 from pocketmq.grpc.activity import Activity, boundary
@@ -47,7 +48,9 @@ class PullActivity(Activity):
             )
         timeout = request.long_polling_timeout if request.HasField("long_polling_timeout") else None
         query = PullQuery(group, topic, queue_id, offset, batch_size, sub.filter)
-        result = await self.messaging.pull(query, self._long_polling_ms(timeout, context))
+        result = await self.messaging.pull(
+            query, self._long_polling_ms(timeout, context), protocol=Protocol.GRPC
+        )
         code = pull_code(result.status, offset)
         next_offset = result.next_begin_offset
         if code == ResponseCode.PULL_OFFSET_MOVED:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from pocketmq.broker.stats import Protocol
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.broker.transaction.service import EndTransaction
 from pocketmq.errors import RequestError
@@ -122,7 +123,7 @@ class MessagingService(
                 )
             msg.queue_id = convert.queue_for(msg, cfg.write_queue_nums, next(self._spread))
             msg.store_host = self.messaging.store_host
-            result = await self.messaging.send(msg)
+            result = await self.messaging.send(msg, protocol=Protocol.GRPC)
         except RequestError as exc:
             return svc.SendResultEntry(status=convert.status_of_error(exc), message_id=message_id)
         code, remark = PUT_STATUS_CODES[result.status]

@@ -30,7 +30,7 @@ from typing import Final
 
 from pocketmq.errors import RequestError
 from pocketmq.protocol.codes import ResponseCode
-from pocketmq.protocol.headers import get_int, get_str
+from pocketmq.protocol.headers import get_bool, get_int, get_str
 from pocketmq.protocol.message import SysFlag
 from pocketmq.protocol.names import (
     EXPRESSION_TYPE_TAG,
@@ -400,6 +400,14 @@ _RESOLUTIONS: Final = (
 def java_int(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
     """An ``Integer`` header field."""
     return check_java_int(get_int(cmd, name, default), name)
+
+
+def java_boolean(cmd: RemotingCommand, name: str, default: bool | None = None) -> bool:
+    """A ``boolean`` header field, read as Boolean.parseBoolean reads it ("true" in any case
+    is true, anything else false); required when ``default`` is None (@CFNotNull)."""
+    if default is None:
+        get_str(cmd, name)
+    return get_bool(cmd, name, bool(default))
 
 
 def java_long(cmd: RemotingCommand, name: str, default: int | None = None) -> int:

@@ -111,9 +111,11 @@ def dumps(value: Any) -> bytes:
 def dumps_object_keys(value: Any) -> bytes:
     """Like ``dumps``, but an ``ObjectKey`` of a map is written unquoted, as fastjson does.
 
-    Only maps nested directly in maps are searched for such keys; anything else (lists
-    included) goes through ``dumps`` unchanged.
+    Maps and lists are searched for such keys (ConsumeStatsList nests ConsumeStats in lists);
+    anything else goes through ``dumps`` unchanged.
     """
+    if isinstance(value, list | tuple):
+        return b"[" + b",".join(dumps_object_keys(item) for item in value) + b"]"
     if not isinstance(value, Mapping):
         return dumps(value)
     items = [

@@ -13,6 +13,7 @@ from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.pull_hold import PullHold
 from pocketmq.broker.schedule import ScheduleMessageService
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.subscription_groups import SubscriptionGroupManager
 from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topics import TopicConfigManager
@@ -41,6 +42,7 @@ def messaging_for(
             root / "groups.json", auto_create=True, clock=clock
         ),
         locks=RebalanceLockManager(clock=clock),
+        stats=BrokerStatsManager(config.broker_cluster_name, clock),
         pull_hold=PullHold(),
         schedule=ScheduleMessageService(store, root / "delay.json", clock=clock),
         timer=TimerMessageService(store, root / "timer.json", 3 * 86400, clock=clock),

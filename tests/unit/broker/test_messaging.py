@@ -13,6 +13,7 @@ from broker_parts import messaging_for, messaging_with_topic
 
 from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
 from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.broker.stats import Protocol
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
@@ -189,3 +190,33 @@ async def test_reset_offsets_by_time_never_forward_unless_forced(
         service.reset_offsets(GROUP, "Nope", start, force=False)
     # Broker2Client.resetOffset answers SYSTEM_ERROR for a topic the broker does not have.
     assert err.value.code == ResponseCode.SYSTEM_ERROR
+
+
+
+async def test_statistics_count_each_send_pull_and_send_back_once(
+    service: MessagingService,
+) -> None:
+    stats = service.stats
+    origin = await _origin(service)
+    batch = [MessageExt(topic=TOPIC, body=b"b", queue_id=0, store_host=service.store_host)
+             for _ in range(3)]  # fmt: skip
+    await service.send_batch(batch)
+    put = stats.item("TOPIC_PUT_NUMS", TOPIC)
+    assert put is not None and (put.value, put.times) == (4, 2)  # one count per put
+    result = await service.pull(PullQuery(GROUP, TOPIC, 0, 0, 32), hold_ms=0,
+                                protocol=Protocol.GRPC)  # fmt: skip
+    got = stats.item("GROUP_GET_NUMS", f"{TOPIC}@{GROUP}")
+    size = stats.item("GROUP_GET_SIZE", f"{TOPIC}@{GROUP}")
+    assert got is not None and size is not None
+    assert (got.value, got.times, got.by_protocol) == (
+        len(result.messages), 1, [0, len(result.messages)]
+    )
+    assert size.value == result.buffer_total_size
+    await service.pull(PullQuery(GROUP, TOPIC, 0, 99, 32), hold_ms=0)  # nothing there
+    assert stats.get_miss_times == 1
+    assert await service.send_back(GROUP, origin.phy_offset, 0, None) is not None
+    back = stats.item("SNDBCK_PUT_NUMS", f"{TOPIC}@{GROUP}")
+    assert back is not None and back.value == 1
+    # The retry copy counts in the store's totals, not in any topic's puts.
+    assert stats.put_total == 5
+    assert stats.item("TOPIC_PUT_NUMS", retry_topic(GROUP)) is None

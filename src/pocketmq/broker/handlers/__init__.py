@@ -17,6 +17,7 @@ from pocketmq.broker.handlers.pull import PullHandlers
 from pocketmq.broker.handlers.query import QueryHandlers
 from pocketmq.broker.handlers.reply import ReplyHandlers
 from pocketmq.broker.handlers.send import SendHandlers
+from pocketmq.broker.handlers.stats import StatsHandlers
 from pocketmq.broker.handlers.transaction import TransactionHandlers
 from pocketmq.remoting import Dispatcher
 
@@ -28,6 +29,7 @@ def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
     """Every request code the broker serves."""
     for family in (SendHandlers, PullHandlers, OffsetHandlers, ClientHandlers, QueryHandlers,
                    AdminHandlers, TransactionHandlers, ReplyHandlers,
-                   ClientAdminHandlers, AdminQueryHandlers, BrokerConfigHandlers):  # fmt: skip
+                   ClientAdminHandlers, AdminQueryHandlers, BrokerConfigHandlers,
+                   StatsHandlers):  # fmt: skip
         for code, handler in family(broker).handlers().items():
             dispatcher.register(code, handler)

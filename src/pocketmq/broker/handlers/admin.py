@@ -7,8 +7,10 @@ as RocketMQ answers them (with dataVersion where the file has one)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.handlers.stats import consume_stats
 from pocketmq.broker.runtime_info import runtime_info
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.topics import TopicConfig
@@ -86,6 +88,7 @@ class AdminHandlers:
         topic = fields.topic(cmd)
         self.topics.delete(topic)
         self.store.delete_topics({topic})
+        self.broker.stats.on_topic_deleted(topic)
         self.broker.register_soon()
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -108,8 +111,11 @@ class AdminHandlers:
         body = json_body.dumps(self.broker.schedule.encode())
         return cmd.response(ResponseCode.SUCCESS, body=body)
 
-    def get_runtime_info(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        body = json_body.dumps({"table": runtime_info(self.broker)})
+    async def get_runtime_info(
+        self, channel: RemotingChannel, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        disk = await asyncio.to_thread(self.store.disk_usage, self.store.commitlog.mfq.directory)
+        body = json_body.dumps({"table": runtime_info(self.broker, disk)})
         return cmd.response(ResponseCode.SUCCESS, body=body)
 
     # ------------------------------------------------------------------ consume stats
@@ -129,29 +135,8 @@ class AdminHandlers:
 
     def get_consume_stats(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         group = fields.group(cmd)
-        offsets = self.broker.offsets
-        table: dict[str, dict[str, int]] = {}
-        for topic in sorted(self._consume_stats_topics(cmd, group)):
-            cfg = self.topics.get(topic)
-            if cfg is None:
-                continue
-            for queue_id in range(cfg.read_queue_nums):
-                consumer_offset = max(offsets.query(group, topic, queue_id), 0)
-                last_ms = 0
-                if consumer_offset > 0:
-                    # When the last consumed message was stored; the store says -1 once it is gone.
-                    last_ms = self.store.get_message_store_timestamp(
-                        topic, queue_id, consumer_offset - 1
-                    )
-                key = json_body.message_queue_key(topic, self.broker.config.broker_name, queue_id)
-                table[key] = {
-                    "brokerOffset": max(self.store.get_max_offset_in_queue(topic, queue_id), 0),
-                    "consumerOffset": consumer_offset,
-                    "lastTimestamp": max(last_ms, 0),
-                    "pullOffset": max(consumer_offset, offsets.query_pull(group, topic, queue_id)),
-                }
-        # No per-group get rates are kept (RocketMQ's BrokerStatsManager), so the TPS is 0.
-        body = {"consumeTps": 0.0, "offsetTable": table}
+        topics = self._consume_stats_topics(cmd, group)
+        body = consume_stats(self.broker, group, topics) or {"consumeTps": 0.0, "offsetTable": {}}
         # mqadmin and other RocketMQ-aware readers were written against fastjson's bean keys.
         return cmd.response(ResponseCode.SUCCESS, body=json_body.dumps_object_keys(body))
 
@@ -184,5 +169,7 @@ class AdminHandlers:
     def delete_subscription_group(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        self.groups.delete(fields.group(cmd, "groupName"))
+        group = fields.group(cmd, "groupName")
+        self.groups.delete(group)
+        self.broker.stats.on_group_deleted(group)
         return cmd.response(ResponseCode.SUCCESS)

@@ -41,6 +41,7 @@ from pocketmq.broker.pop.records import (
     record_message,
 )
 from pocketmq.broker.pop.revive import PopReviveService
+from pocketmq.broker.stats import Protocol
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import RequestError
@@ -118,6 +119,7 @@ class PopService:
         self.revive_topic = revive_topic(cluster)
         self.table = InFlightTable()
         self.reviver = PopReviveService(self, store, messaging, clock, max_attempts_of)
+        self.stats = messaging.stats
         self._turn = 0
         # Pops waiting for a message to arrive in a topic, or a FIFO queue to unblock.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
@@ -263,9 +265,11 @@ class PopService:
             for topic in topics:
                 self._waiters.setdefault(topic, set()).add(fut)
             try:
+                looked_ms = self.clock.now_ms()
                 found = await self._pop_once(req)
                 remaining = deadline - self.clock.monotonic()
                 if found or remaining <= 0 or timed_out:
+                    self._count(req.group, found, self.clock.now_ms() - looked_ms)
                     return found
                 try:
                     async with asyncio.timeout(remaining):  # not wait_for: see pull_hold.py
@@ -279,6 +283,20 @@ class PopService:
                         waiting.discard(fut)
                         if not waiting:
                             del self._waiters[topic]
+
+    def _count(self, group: str, popped: list[Popped], latency_ms: int) -> None:
+        """One pop answer in the group's get statistics, per topic read (the topic and its
+        POP retry topic); only the gRPC edge pops."""
+        if not popped:
+            self.stats.on_get(group, "", 0, 0, latency_ms, Protocol.GRPC)
+            return
+        by_topic: dict[str, list[int]] = {}
+        for p in popped:
+            nums_size = by_topic.setdefault(p.msg.topic, [0, 0])
+            nums_size[0] += 1
+            nums_size[1] += p.msg.store_size
+        for topic, (nums, size) in by_topic.items():
+            self.stats.on_get(group, topic, nums, size, latency_ms, Protocol.GRPC)
 
     async def _pop_once(self, req: PopRequest) -> list[Popped]:
         cfg = self.topics.get(req.topic)
