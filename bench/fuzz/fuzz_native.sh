@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes pocketmq._speedups' read path with libFuzzer (clang, Debian's `clang` package):
+# Fuzzes pocketmq._speedups' read path and a put's batch and dispatch functions with libFuzzer (clang, Debian's `clang` package):
 # builds the extension with -fsanitize=fuzzer-no-link,address,undefined into a temp copy of
 # the package, links fuzz_decode.c (which embeds CPython) against it, seeds the corpus with
 # good pull bodies and runs for SECONDS (default 120). Not part of `make test`.
@@ -24,7 +24,8 @@ clang -fsanitize=fuzzer,address,undefined -g -O1 bench/fuzz/fuzz_decode.c \
     $("$CONFIG" --embed --cflags) $("$CONFIG" --embed --ldflags) -o "$WORK/fuzz_decode"
 PYTHONPATH="$WORK/lib" "$PY" - "$WORK/corpus" <<'PY'
 import pathlib, sys
-from pocketmq.protocol.message import MessageExt, encode_record
+from pocketmq.protocol.message import MessageExt
+from pocketmq.protocol.record_codec import encode_record
 out = pathlib.Path(sys.argv[1])
 msgs = [
     MessageExt(topic="T", body=b"x" * 40, properties={"UNIQ_KEY": "U", "TAGS": "a"}),
@@ -35,9 +36,13 @@ msgs = [
 for i, m in enumerate(msgs):
     (out / f"one{i}").write_bytes(bytes(encode_record(m)))
 (out / "all").write_bytes(b"".join(bytes(encode_record(m)) for m in msgs))
+from pocketmq.protocol.batch import encode_batch_body
+(out / "batch").write_bytes(encode_batch_body(msgs))
 PY
-# The site-packages of the venv are not needed: the harness imports pocketmq.protocol only.
-PYTHONPATH="$WORK/lib" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+# The venv's site-packages after the copy: pocketmq.store (the dispatch references) imports
+# the broker's dependencies.
+SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+PYTHONPATH="$WORK/lib:$SITE" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \
     "$WORK/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -print_final_stats=1 \
     "$WORK/corpus" 2>&1 | tail -25
