@@ -23,6 +23,8 @@ setup(
                     "batch",
                     "decode",
                     "index",
+                    "dispatch",
+                    "crc32",
                     "pull",
                 )
             ],

@@ -1,9 +1,12 @@
-/* libFuzzer harness for pocketmq._speedups' read path (bench/fuzz/fuzz_native.sh builds and
- * runs it). Each input is one pull body: decode_pull_body (both retry flags) and decode_message
- * (at position 0 and inflating, on the whole input) must return what their pure-Python
- * references return, or raise the same exception with the same message; a difference aborts.
- * The same input is also a store for pull_scan: its first 8 bytes choose the segment sizes,
- * the tag codes and the limits, the rest splits into consume-queue and CommitLog segments.
+/* libFuzzer harness for pocketmq._speedups (bench/fuzz/fuzz_native.sh builds and runs it).
+ * Each input is one pull body: decode_pull_body (both retry flags) and decode_message (at
+ * position 0 and inflating, on the whole input) must return what their pure-Python references
+ * return, or raise the same exception with the same message; a difference aborts. The same
+ * bytes are also read as a batch send's body (batch_messages), as dispatch requests written
+ * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
+ * messages of a put (dispatch_requests, their tags and keys cut from the input), and as a
+ * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
+ * limits, the rest splits into consume-queue and CommitLog segments.
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
  */
 #define PY_SSIZE_T_CLEAN
@@ -57,7 +60,49 @@ static const char CHECK_SOURCE[] =
     "    for kw in ({}, {'inflate_body': True}):\n"
     "        a = outcome(s.decode_message, data, **kw)\n"
     "        b = outcome(record_codec.decode_message_py, data, **kw)\n"
-    "        assert a == b, (data, kw, a, b)\n";
+    "        assert a == b, (data, kw, a, b)\n"
+    "    check_put(data)\n"
+    "from pocketmq.protocol import batch\n"
+    "from pocketmq.protocol.message import MessageExt\n"
+    "from pocketmq.store import consume_queue, dispatch\n"
+    "from pocketmq.store.dispatch import DispatchRequest\n"
+    "BASE = MessageExt(topic='T', body=b'', queue_id=1, properties={'A': '1', 'WAIT': 'true'})\n"
+    "def requests(data):\n"
+    "    out, qo = [], 2\n"
+    "    for i in range(0, len(data) - 7, 8):\n"
+    "        b = data[i:i + 8]\n"
+    "        qo += (1, 1, 1, 0, 2, -1)[b[0] % 6]\n"
+    "        phy = int.from_bytes(b[2:6], 'big', signed=True) << (b[6] % 48)\n"
+    "        out.append(DispatchRequest('TU'[b[1] & 1], (b[1] >> 1) & 1, phy,\n"
+    "            int.from_bytes(b[5:8], 'big', signed=True) << (b[7] % 24), phy ^ b[3] << 60,\n"
+    "            0, qo, None, None, (0, 0, 4, 8, 12, -1)[(b[1] >> 2) % 6]))\n"
+    "    return out\n"
+    "def messages(data):\n"
+    "    text = (data.decode('utf-16-le', 'surrogatepass') if len(data) % 2 == 0\n"
+    "            else data.decode('latin-1'))\n"
+    "    out = []\n"
+    "    for i, word in enumerate(text.split('\\x00')[:16]):\n"
+    "        props = {'TAGS': word, 'KEYS': word[:3]} if i % 3 else {'UNIQ_KEY': word}\n"
+    "        topic = ('T', '%SYS%', 'SCHEDULE_TOPIC_XXXX', 'rmq_sys_wheel_timer')[i % 4]\n"
+    "        out.append(MessageExt(topic=topic, body=b'', queue_id=i, properties=props))\n"
+    "    return out\n"
+    "def check_put(data):\n"
+    "    a = outcome(s.batch_messages, BASE, data)\n"
+    "    b = outcome(batch.batch_messages_py, BASE, data)\n"
+    "    assert a == b, (data, a, b)\n"
+    "    reqs = requests(data)\n"
+    "    for pos, limit in ((0, 200), (40, 140), (60, 1 << 40)):\n"
+    "        mm_a, mm_b = bytearray(160), bytearray(160)\n"
+    "        args = (pos, limit, 0, 'T', 0, reqs, len(data) % 3)\n"
+    "        a = outcome(s.consume_queue_put_requests, mm_a, *args)\n"
+    "        b = outcome(consume_queue.consume_queue_put_requests_py, mm_b, *args)\n"
+    "        assert a == b and mm_a == mm_b, (data, pos, limit, a, b)\n"
+    "    msgs = messages(data)\n"
+    "    sizes = [len(m.properties) * 100 + 1 for m in msgs]\n"
+    "    args = (msgs, sizes, [0] * len(msgs), list(range(len(msgs))), 5, 7, (1000,))\n"
+    "    a = outcome(s.dispatch_requests, *args)\n"
+    "    b = outcome(dispatch.dispatch_requests_py, *args)\n"
+    "    assert a == b, (data, a, b)\n";
 
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes pocketmq._speedups' read path with libFuzzer (clang, Debian's `clang` package):
+# Fuzzes pocketmq._speedups' read path and a put's batch and dispatch functions with libFuzzer (clang, Debian's `clang` package):
 # builds the extension with -fsanitize=fuzzer-no-link,address,undefined into a temp copy of
 # the package, links fuzz_decode.c (which embeds CPython) against it, seeds the corpus with
 # good pull bodies and runs for SECONDS (default 120). Not part of `make test`.
@@ -36,6 +36,8 @@ msgs = [
 for i, m in enumerate(msgs):
     (out / f"one{i}").write_bytes(bytes(encode_record(m)))
 (out / "all").write_bytes(b"".join(bytes(encode_record(m)) for m in msgs))
+from pocketmq.protocol.batch import encode_batch_body
+(out / "batch").write_bytes(encode_batch_body(msgs))
 # Stores for pull_scan (see check_scan in fuzz_decode.c): three units over a 256-byte
 # CommitLog segment, every unit passing, then tag codes -2..1 picking two of them.
 import struct
@@ -45,8 +47,8 @@ log = bytes(range(256))
 (out / "scan").write_bytes(bytes([49, 3, 3, 7, 1, 0, 36, 100]) + units + log)
 (out / "scan-tags").write_bytes(bytes([49, 3, 3, 7, 0x40, 0, 36, 100]) + units + log)
 PY
-# pull_scan's home, pocketmq.store, imports the store's dependencies: the venv's site-packages
-# go on the path after the instrumented copy.
+# The venv's site-packages after the copy: pocketmq.store (the dispatch references) imports
+# the broker's dependencies.
 SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 PYTHONPATH="$WORK/lib:$SITE" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \

@@ -96,6 +96,12 @@ def test_pages_load_without_console_errors(cluster: tuple[str, str], tmp_path: P
             page.wait_for_url(f"**/topics/{TOPIC}")
             route = page.locator("#route tbody").inner_text()
             assert "2\t2\t6" in route, route
+            assert page.locator("#held").inner_text() == "6"
+            page.fill("#send input[name=body]", "from the page")
+            page.fill("#send input[name=keys]", "PAGE-KEY")
+            page.click("#send button")
+            page.wait_for_selector("#sent")
+            assert page.locator("#held").inner_text() == "7"
             page.screenshot(path=shots / "topic.png", full_page=True)
 
             # A topic the NameServer does not know: the page says what failed, with 502.

@@ -19,7 +19,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <structmember.h>
 
 #define MAGIC_V1 0xDAA320A7u
 #define MAGIC_V2 0xDAA320ABu
@@ -29,13 +28,6 @@
 #define SYSFLAG_STOREHOSTADDRESS_V6 0x20
 /* IPv4 hosts: the body length field ends here. */
 #define POS_BODY 88
-
-enum field {
-    F_TOPIC, F_BODY, F_QUEUE_ID, F_FLAG, F_PROPERTIES, F_SYS_FLAG, F_BORN_TIMESTAMP,
-    F_BORN_HOST, F_STORE_HOST, F_RECONSUME_TIMES, F_PREPARED_TRANSACTION_OFFSET,
-    F_STORE_TIMESTAMP, F_QUEUE_OFFSET, F_PHY_OFFSET, F_STORE_SIZE, F_BODY_CRC, F_MSG_ID,
-    F_COUNT
-};
 
 static const char *const MESSAGE_FIELDS[F_COUNT] = {
     "topic", "body", "queue_id", "flag", "properties", "sys_flag", "born_timestamp",
@@ -50,56 +42,28 @@ static PyObject *str_uniq_key, *str_retry_topic;
 
 #define SLOT(obj, f) (*(PyObject **)((char *)(obj) + slot_offset[f]))
 
+/* Binds the MessageExt class of the module of the reference registered as ref_name. */
 static int
-bind_message_type(void)
+bind_message_type(const char *ref_name)
 {
     if (message_type != NULL) {
         return 0;
     }
-    PyObject *ref = PyDict_GetItemString(pmq_references(), "decode_message");
+    PyObject *ref = PyDict_GetItemString(pmq_references(), ref_name);
     if (ref == NULL || !PyFunction_Check(ref)) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "pocketmq._speedups: no reference implementation registered for "
-                        "decode_message");
+        PyErr_Format(PyExc_RuntimeError,
+                     "pocketmq._speedups: no reference implementation registered for %s",
+                     ref_name);
         return -1;
     }
     PyObject *cls = PyDict_GetItemString(PyFunction_GetGlobals(ref), "MessageExt");
     if (cls == NULL || !PyType_Check(cls)) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "pocketmq._speedups: decode_message's module has no MessageExt class");
-        return -1;
-    }
-    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
-    if (fields == NULL) {
-        return -1;
-    }
-    Py_ssize_t nfields = PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
-    Py_DECREF(fields);
-    if (nfields != F_COUNT) {
         PyErr_Format(PyExc_RuntimeError,
-                     "pocketmq._speedups: MessageExt has %zd fields, the extension knows %d: "
-                     "rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
-                     nfields, F_COUNT);
+                     "pocketmq._speedups: %s's module has no MessageExt class", ref_name);
         return -1;
     }
-    for (int f = 0; f < F_COUNT; f++) {
-        PyObject *descr = PyObject_GetAttrString(cls, MESSAGE_FIELDS[f]);
-        if (descr == NULL) {
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
-                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            slot_offset[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "pocketmq._speedups: MessageExt.%s is not a writable slot",
-                         MESSAGE_FIELDS[f]);
-            return -1;
-        }
+    if (pmq_slot_offsets(cls, MESSAGE_FIELDS, F_COUNT, slot_offset) < 0) {
+        return -1;
     }
     str_uniq_key = PyUnicode_InternFromString("UNIQ_KEY");
     str_retry_topic = PyUnicode_InternFromString("RETRY_TOPIC");
@@ -109,6 +73,18 @@ bind_message_type(void)
     Py_INCREF(cls);
     message_type = (PyTypeObject *)cls;
     return 0;
+}
+
+PyTypeObject *
+pmq_message_type(const char *ref_name)
+{
+    return bind_message_type(ref_name) < 0 ? NULL : message_type;
+}
+
+PyObject **
+pmq_message_slot(PyObject *msg, enum pmq_message_field f)
+{
+    return &SLOT(msg, f);
 }
 
 static inline uint32_t
@@ -313,7 +289,7 @@ fail:
 static int
 fast_buffer(PyObject *obj, Py_buffer *view)
 {
-    if (bind_message_type() < 0) {
+    if (bind_message_type("decode_message") < 0) {
         return -1;
     }
     if (!PyBytes_CheckExact(obj) && !PyByteArray_CheckExact(obj)) {
@@ -434,7 +410,7 @@ decode_by_reference(const unsigned char *rec, Py_ssize_t size)
 /* Replaces the slot with props[name] when that is present and true, as `props.get(name) or`
  * reads. Returns 0, or -1 with an exception set. */
 static int
-take_true_property(PyObject *msg, enum field f, PyObject *props, PyObject *name)
+take_true_property(PyObject *msg, enum pmq_message_field f, PyObject *props, PyObject *name)
 {
     PyObject *value = PyDict_GetItemWithError(props, name);
     if (value == NULL) {

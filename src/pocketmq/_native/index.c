@@ -81,27 +81,6 @@ write_header(unsigned char *mm, const Header *h)
     store_be32(mm + 36, h->count);
 }
 
-/* An exact int attribute in int64. 0, or -1 (no exception left set) when off the fast path. */
-static int
-int_attr(PyObject *obj, PyObject *name, int64_t *out)
-{
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    int overflow = 0;
-    long long x = PyLong_CheckExact(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
-    int ok = PyLong_CheckExact(v) && !overflow && !(x == -1 && PyErr_Occurred());
-    Py_DECREF(v);
-    if (!ok) {
-        PyErr_Clear();
-        return -1;
-    }
-    *out = (int64_t)x;
-    return 0;
-}
-
 /* A new reference to an exact str attribute (or None when allow_none), else NULL, no
  * exception set. */
 static PyObject *
@@ -205,32 +184,16 @@ record_hashes(PyObject *r, int32_t *out, int *n)
     return bad ? -1 : 0;
 }
 
-static int
-exact_int64(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!PyLong_CheckExact(v)) {
-        return -1;
-    }
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred()) || x < lo || x > hi) {
-        PyErr_Clear();
-        return -1;
-    }
-    *out = (int64_t)x;
-    return 0;
-}
-
 PyObject *
 pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames)
 {
     (void)module;
     int64_t reserved, slot_num, index_num, start;
-    if (kwnames != NULL || nargs != 7 || exact_int64(args[2], LLONG_MIN, LLONG_MAX, &reserved)
-        || exact_int64(args[3], 1, INT32_MAX, &slot_num)
-        || exact_int64(args[4], 1, INT32_MAX, &index_num) || !PyList_CheckExact(args[5])
-        || exact_int64(args[6], 0, PY_SSIZE_T_MAX, &start)) {
+    if (kwnames != NULL || nargs != 7 || pmq_int64_in(args[2], LLONG_MIN, LLONG_MAX, &reserved)
+        || pmq_int64_in(args[3], 1, INT32_MAX, &slot_num)
+        || pmq_int64_in(args[4], 1, INT32_MAX, &index_num) || !PyList_CheckExact(args[5])
+        || pmq_int64_in(args[6], 0, PY_SSIZE_T_MAX, &start)) {
         return pmq_call_reference("index_put_requests", args, nargs, kwnames);
     }
     Py_buffer mm, pages;
@@ -264,7 +227,8 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         int64_t phy, ts, sys_flag;
         /* Held while its attributes are read: a property could shrink the list. */
         Py_INCREF(r);
-        int off_path = int_attr(r, str_phy_offset, &phy) || int_attr(r, str_sys_flag, &sys_flag);
+        int off_path = pmq_int_attr(r, str_phy_offset, LLONG_MIN, LLONG_MAX, &phy)
+                       || pmq_int_attr(r, str_sys_flag, LLONG_MIN, LLONG_MAX, &sys_flag);
         if (off_path) {
             Py_DECREF(r);
             break;
@@ -283,7 +247,8 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             continue;
         }
         int n;
-        off_path = int_attr(r, str_store_timestamp, &ts) || record_hashes(r, hashes, &n);
+        off_path = pmq_int_attr(r, str_store_timestamp, LLONG_MIN, LLONG_MAX, &ts)
+                   || record_hashes(r, hashes, &n);
         Py_DECREF(r);
         if (off_path) {
             break;

@@ -5,6 +5,8 @@
  */
 #include "speedups.h"
 
+#include <structmember.h>
+
 /* A strong reference held for the life of the process, like the module itself. */
 static PyObject *references;
 
@@ -26,6 +28,73 @@ pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     return PyObject_Vectorcall(ref, args, (size_t)nargs, kwnames);
+}
+
+int
+pmq_int64_in(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return -1;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()) || x < lo || x > hi) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+int
+pmq_int_attr(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int bad = pmq_int64_in(v, lo, hi, out);
+    Py_DECREF(v);
+    return bad;
+}
+
+int
+pmq_slot_offsets(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets)
+{
+    const char *cls_name = ((PyTypeObject *)cls)->tp_name;
+    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
+    if (fields == NULL) {
+        return -1;
+    }
+    Py_ssize_t nfields = PyDict_Check(fields) ? PyDict_GET_SIZE(fields) : -1;
+    Py_DECREF(fields);
+    if (nfields != count) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "pocketmq._speedups: %s has %zd fields, the extension knows %d: "
+                     "rebuild it (pip install -e .) or set POCKETMQ_PURE_PYTHON=1",
+                     cls_name, nfields, count);
+        return -1;
+    }
+    for (int f = 0; f < count; f++) {
+        PyObject *descr = PyObject_GetAttrString(cls, names[f]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
+                 && !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[f] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_RuntimeError, "pocketmq._speedups: %s.%s is not a writable slot",
+                         cls_name, names[f]);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static PyMethodDef speedups_methods[] = {
@@ -50,6 +119,9 @@ static PyMethodDef speedups_methods[] = {
     {"decode_batch_body", (PyCFunction)(void (*)(void))pmq_decode_batch_body,
      METH_FASTCALL | METH_KEYWORDS,
      "Split a batch send's body into (flag, body, properties)."},
+    {"batch_messages", (PyCFunction)(void (*)(void))pmq_batch_messages,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The messages of a batch send's body, each the base's copy with its entry's fields."},
     {"decode_message", (PyCFunction)(void (*)(void))pmq_decode_message,
      METH_FASTCALL | METH_KEYWORDS,
      "Decode a whole record into a MessageExt (MessageDecoder.decode)."},
@@ -59,6 +131,12 @@ static PyMethodDef speedups_methods[] = {
     {"index_put_requests", (PyCFunction)(void (*)(void))pmq_index_put_requests,
      METH_FASTCALL | METH_KEYWORDS,
      "Insert the keys of a put's dispatch requests into an index file's mapping."},
+    {"dispatch_requests", (PyCFunction)(void (*)(void))pmq_dispatch_requests,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The dispatch requests of a put's records placed back to back from phy_offset."},
+    {"consume_queue_put_requests",
+     (PyCFunction)(void (*)(void))pmq_consume_queue_put_requests, METH_FASTCALL | METH_KEYWORDS,
+     "Write a queue's run of consume-queue units into a mapping, below the reservation."},
     {"pull_scan", (PyCFunction)(void (*)(void))pmq_pull_scan, METH_FASTCALL | METH_KEYWORDS,
      "A pull's consume-queue walk, its records copied from the CommitLog into one body."},
     {NULL, NULL, 0, NULL},
@@ -80,7 +158,8 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_pull_init() < 0) {
+    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0
+        || pmq_pull_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -42,33 +42,13 @@ enum { OK = 0, OFF_PATH = -1 };
 static int
 as_int64(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!PyLong_CheckExact(v)) {
-        return OFF_PATH;
-    }
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return OFF_PATH;
-    }
-    if (x < lo || x >= hi) {
-        return OFF_PATH;
-    }
-    *out = (int64_t)x;
-    return OK;
+    return pmq_int64_in(v, lo, hi - 1, out) < 0 ? OFF_PATH : OK;
 }
 
 static int
 int_attr(PyObject *obj, PyObject *name, int64_t *out)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) {
-        PyErr_Clear();
-        return OFF_PATH;
-    }
-    int rc = as_int64(v, 0, POS_LIMIT, out);
-    Py_DECREF(v);
-    return rc;
+    return pmq_int_attr(obj, name, 0, POS_LIMIT - 1, out) < 0 ? OFF_PATH : OK;
 }
 
 /* A segment as the walk reads it; buf.obj is NULL until its mapping is held. */

@@ -1,5 +1,5 @@
 /* A put's CommitLog records: encode_records and place_records (pocketmq.protocol.record_codec),
- * and the body CRC. No I/O here.
+ * with the body CRC (crc32.c). No I/O here.
  *
  * Both functions first check everything they read and fall back to the reference, with no
  * side effect, on anything off their fast path: an argument of another type, a born host not
@@ -27,51 +27,6 @@
 #define FIXED_FIELDS (48 + 8 + 4 + 8 + 4)
 /* The shortest record place_records reads: up to an IPv4 born host and the store timestamp. */
 #define MIN_PLACED (POS_BORN_HOST + 8 + 8)
-
-/* --- CRC32, slicing by 8 (the polynomial and bit order of zlib.crc32) ------------------- */
-
-static uint32_t crc_table[8][256];
-
-static void
-crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) {
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        }
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++) {
-        for (int t = 1; t < 8; t++) {
-            uint32_t prev = crc_table[t - 1][i];
-            crc_table[t][i] = crc_table[0][prev & 0xFF] ^ (prev >> 8);
-        }
-    }
-}
-
-uint32_t
-pmq_crc32(const unsigned char *p, Py_ssize_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        /* Byte by byte into the two words, so neither alignment nor endianness matters. */
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
-                           | (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
-                      | (uint32_t)p[7] << 24;
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF]
-            ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24]
-            ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
-            ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n-- > 0) {
-        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    }
-    return c ^ 0xFFFFFFFFu;
-}
 
 /* --- big-endian writes and reads ---------------------------------------------------------- */
 
@@ -114,7 +69,7 @@ static PyObject *attrs[A_COUNT];
 int
 pmq_records_init(void)
 {
-    crc_init();
+    pmq_crc32_init();
     for (int i = 0; i < A_COUNT; i++) {
         if (attrs[i] == NULL && (attrs[i] = PyUnicode_InternFromString(attr_names[i])) == NULL) {
             return -1;

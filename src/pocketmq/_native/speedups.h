@@ -31,8 +31,33 @@ load_be64(const unsigned char *p)
     return (int64_t)v;
 }
 
+/* MessageExt's fields, in the order of its dataclass (decode.c checks the class). */
+enum pmq_message_field {
+    F_TOPIC, F_BODY, F_QUEUE_ID, F_FLAG, F_PROPERTIES, F_SYS_FLAG, F_BORN_TIMESTAMP,
+    F_BORN_HOST, F_STORE_HOST, F_RECONSUME_TIMES, F_PREPARED_TRANSACTION_OFFSET,
+    F_STORE_TIMESTAMP, F_QUEUE_OFFSET, F_PHY_OFFSET, F_STORE_SIZE, F_BODY_CRC, F_MSG_ID,
+    F_COUNT
+};
+
+/* The MessageExt class of the module of the reference registered as ref_name (bound once,
+ * its slots checked; a borrowed reference), or NULL with an exception set. */
+PyTypeObject *pmq_message_type(const char *ref_name);
+
+/* Field f's slot of a MessageExt of that class: it owns what is stored in it (NULL: empty). */
+PyObject **pmq_message_slot(PyObject *msg, enum pmq_message_field f);
+
 /* The registry of references (borrowed; it lives as long as the process). */
 PyObject *pmq_references(void);
+
+/* An exact int in [lo, hi] into *out: 0, or -1 when it is not one (no exception left set). */
+int pmq_int64_in(PyObject *v, int64_t lo, int64_t hi, int64_t *out);
+
+/* pmq_int64_in of obj's attribute name: 0, or -1 (no exception left set). */
+int pmq_int_attr(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out);
+
+/* The offsets of a slots dataclass's fields, checked to be exactly `names` (count of them) and
+ * writable object slots: 0, or -1 with a RuntimeError saying to rebuild. */
+int pmq_slot_offsets(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets);
 
 /* Calls the reference implementation registered as `name` with the same arguments. */
 PyObject *pmq_call_reference(const char *name, PyObject *const *args, Py_ssize_t nargs,
@@ -49,8 +74,14 @@ int pmq_utf16_hash(PyObject *s, uint32_t h, uint32_t *out);
 /* Called once from PyInit__speedups: index.c's interned attribute names and page size. */
 int pmq_index_init(void);
 
+/* Called once from PyInit__speedups: dispatch.c's interned names. */
+int pmq_dispatch_init(void);
+
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
+
+/* Called once from pmq_records_init: the CRC tables and the CPU's carry-less multiply. */
+void pmq_crc32_init(void);
 
 /* Called once from PyInit__speedups: the interned attribute names and the CRC tables. */
 int pmq_records_init(void);
@@ -78,6 +109,12 @@ PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize
                                PyObject *kwnames);
 PyObject *pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames);
+PyObject *pmq_batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames);
+PyObject *pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames);
 PyObject *pmq_pull_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames);
 

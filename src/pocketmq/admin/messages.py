@@ -74,8 +74,7 @@ async def send_message(
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             raise
         route = await client.route(AUTO_CREATE_TOPIC_KEY)
-    masters = [b["brokerAddrs"].get(str(MASTER_ID)) for b in route.get("brokerDatas", [])]
-    addr = next((a for a in masters if a), None)
+    addr = next(iter(route_masters(route).values()), None)
     if addr is None:
         raise AdminError(f"no master broker serves topic {topic}")
     props = {k: v for k, v in ((MessageConst.TAGS, tags), (MessageConst.KEYS, keys)) if v}

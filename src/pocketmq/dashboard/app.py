@@ -16,7 +16,7 @@ import jinja2
 from aiohttp import web
 
 from pocketmq import __version__
-from pocketmq.admin import AdminClient, AdminError, cluster, groups, topics
+from pocketmq.admin import AdminClient, AdminError, cluster, groups, topic_stats, topics
 from pocketmq.admin import messages as admin_messages
 from pocketmq.admin.connections import consumer_connection
 from pocketmq.dashboard import messages
@@ -107,8 +107,26 @@ async def topics_page(request: web.Request) -> web.Response:
 
 async def topic_page(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
-    route = await request.app[ADMIN].route(name)
-    return _render(request, "topic.html", topic=name, rows=topics.route_rows(route))
+    admin = request.app[ADMIN]
+    route = await admin.route(name)
+    return _render(
+        request, "topic.html", topic=name, rows=topics.route_rows(route),
+        queues=await topic_stats.topic_status(admin, name), sent=request.query.get("sent", ""),
+    )  # fmt: skip
+
+
+async def send_to_topic(request: web.Request) -> web.Response:
+    name = request.match_info["topic"]
+    form = await request.post()
+    body = str(form.get("body", ""))
+    if not body:
+        raise BadForm("a message needs a body")
+    tags, keys = str(form.get("tags", "")).strip(), str(form.get("keys", "")).strip()
+    sent = await admin_messages.send_message(
+        request.app[ADMIN], name, body.encode(), tags or None, keys or None
+    )
+    note = f"{sent.msg_id} to queue {sent.queue_id} at offset {sent.queue_offset}"
+    raise web.HTTPSeeOther(f"/topics/{name}?sent={note}")
 
 
 async def groups_page(request: web.Request) -> web.Response:
@@ -217,6 +235,7 @@ def create_app(namesrv_addr: str, *, sample_interval_s: float = 10.0) -> web.App
     app.router.add_get("/", cluster_page)
     app.router.add_get("/topics", topics_page)
     app.router.add_get("/topics/{topic}", topic_page)
+    app.router.add_post("/topics/{topic}/send", send_to_topic)
     app.router.add_get("/groups", groups_page)
     app.router.add_get("/groups/{group}", group_page)
     app.router.add_post("/groups/{group}/reset", reset_offset)

@@ -154,6 +154,12 @@ def create_offset_msg_id(store_host: Host, phy_offset: int) -> str:
     return (host_to_bytes(store_host) + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
+def create_offset_msg_ids(store_host: Host, phy_offsets: list[int]) -> list[str]:
+    """``create_offset_msg_id`` of each offset (a batch's ids), the host encoded once."""
+    host = host_to_bytes(store_host).hex().upper()
+    return [f"{host}{phy & 0xFFFFFFFFFFFFFFFF:016X}" for phy in phy_offsets]
+
+
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
     """Split an offset message id into (store host, commitlog offset).
 

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import Host, MessageExt, SysFlag, host_to_bytes
-from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
-from pocketmq.protocol.properties import tags_code
 from pocketmq.protocol.record_codec import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -38,7 +36,7 @@ from pocketmq.protocol.record_codec import (
 )
 from pocketmq.protocol.records import RecordWalk, Stop
 from pocketmq.store.config import StoreConfig
-from pocketmq.store.dispatch import DispatchRequest, compute_tags_code
+from pocketmq.store.dispatch import DispatchRequest, dispatch_requests
 from pocketmq.store.layout import BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, commitlog_dir
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.mapped_file_queue import MappedFileQueue
@@ -140,23 +138,10 @@ class CommitLog:
             place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
             mf.wrote_position = pos + total
             mf.store_timestamp = store_ts
-        offsets: list[int] = []
-        reqs: list[DispatchRequest] = []
-        schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
-        levels = self.delay_levels_ms
-        for msg, size, sys_flag, qo in zip(msgs, sizes, sys_flags, queue_offsets, strict=True):
-            props = msg.properties
-            topic = msg.topic
-            offsets.append(phy)
-            reqs.append(
-                DispatchRequest(
-                    topic, msg.queue_id, phy, size,
-                    tags_code(props.get("TAGS")) if topic not in schedule
-                    else compute_tags_code(topic, props, store_ts, levels),
-                    store_ts, qo, props.get("KEYS"), props.get("UNIQ_KEY"), sys_flag,
-                )
-            )  # fmt: skip
-            phy += size
+        reqs = dispatch_requests(
+            msgs, sizes, sys_flags, queue_offsets, phy, store_ts, self.delay_levels_ms
+        )
+        offsets = [r.phy_offset for r in reqs]
         return (
             PutResult(
                 PutStatus.PUT_OK,

@@ -7,15 +7,23 @@ bytes each and are named by their first byte's offset (20 digits). A unit whose 
 negative or whose size is not positive ends the queue during recovery. Units for queue offsets
 that no longer exist in the CommitLog (the queue was created after retention removed its start)
 are blank: offset 0, size 2**31-1, tags 0, as RocketMQ's fillPreBlank writes them.
+
+A put's units for one queue are written by one call, ``consume_queue_put_requests`` (native in
+``pocketmq._speedups``, this module's ``*_py`` function the reference), into the reserved part
+of the queue's last file; whatever needs more than a write (a new file, a reservation, a gap
+or a unit already present) goes through ``put``, record by record.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pocketmq.protocol.native import select
+from pocketmq.store.dispatch import DispatchRequest, goes_to_consume_queue, next_queued
 from pocketmq.store.layout import CQ_UNIT_SIZE
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.mapped_file_queue import MappedFileQueue
@@ -27,6 +35,53 @@ _UNIT = struct.Struct(">qiq")
 # The size a blank unit carries (a unit written over a gap, never a record's size).
 BLANK_UNIT_SIZE = 0x7FFFFFFF
 BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+
+
+def consume_queue_put_requests_py(
+    mm: mmap.mmap | bytearray,
+    pos: int,
+    limit: int,
+    file_from: int,
+    topic: str,
+    queue_id: int,
+    reqs: Sequence[DispatchRequest],
+    start: int,
+) -> tuple[int, int, int]:
+    """Write the units of reqs[start:] that continue the queue at byte ``pos`` of a file
+    starting at queue byte ``file_from``, while they fit below ``limit`` (the reserved mark).
+    Records that stay out of consume queues are passed over; the first record of another
+    queue, or whose unit is not the next one, or that does not fit, stops the call.
+
+    Returns (where it stopped, the new write position, the end in the CommitLog of the last
+    record written or -1).
+    """
+    end_phy = -1
+    i = start
+    n = len(reqs)
+    while i < n:
+        r = reqs[i]
+        if not goes_to_consume_queue(r.sys_flag):
+            i += 1
+            continue
+        if (
+            r.queue_id != queue_id
+            or r.topic != topic
+            or r.queue_offset * CQ_UNIT_SIZE != file_from + pos
+            or pos + CQ_UNIT_SIZE > min(limit, len(mm))
+        ):
+            break
+        try:
+            unit = _UNIT.pack(r.phy_offset, r.size, r.tags_code)
+        except struct.error:
+            break  # put() raises it (pack_into would have written part of the unit)
+        mm[pos : pos + CQ_UNIT_SIZE] = unit
+        pos += CQ_UNIT_SIZE
+        end_phy = r.phy_offset + r.size
+        i += 1
+    return i, pos, end_phy
+
+
+consume_queue_put_requests = select("consume_queue_put_requests", consume_queue_put_requests_py)
 
 
 class ConsumeQueue:
@@ -83,6 +138,37 @@ class ConsumeQueue:
         _UNIT.pack_into(mf.mm, mf.wrote_position, phy_offset, size, tags_code)
         mf.wrote_position += CQ_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
+
+    def put_requests(self, reqs: Sequence[DispatchRequest], start: int) -> int:
+        """``put`` for the records of reqs[start:] that belong to this queue, up to the first
+        record of another queue; returns its position (len(reqs) at the end). reqs[start] goes
+        to a consume queue; the records that stay out of them are passed over.
+
+        Raises:
+            OSError: a file cannot be created or its blocks reserved (the units before it
+                are written).
+        """
+        i = start
+        n = len(reqs)
+        while i < n:
+            r = reqs[i]
+            if r.queue_id != self.queue_id or r.topic != self.topic:
+                break
+            # The next unit of a queue with files: writes, as many as fit the reservation.
+            if self.mfq.files and r.queue_offset * CQ_UNIT_SIZE == self.mfq.max_offset():
+                mf = self._writable()
+                j, mf.wrote_position, end_phy = consume_queue_put_requests(
+                    mf.mm, mf.wrote_position, mf.reserved, mf.file_from_offset,
+                    self.topic, self.queue_id, reqs, i,
+                )  # fmt: skip
+                if end_phy >= 0:
+                    self.max_physic_offset = end_phy
+                if j > i:
+                    i = next_queued(reqs, j)
+                    continue
+            self.put(r.phy_offset, r.size, r.tags_code, r.queue_offset)
+            i = next_queued(reqs, i + 1)
+        return i
 
     def _writable(self) -> MappedFile:
         """The file to write the next unit to, its blocks reserved (see mapped_file.py).

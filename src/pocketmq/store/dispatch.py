@@ -10,12 +10,13 @@ re-dispatching a record that is already in a queue or the index is a no-op.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pocketmq.protocol.message import MessageConst, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
+from pocketmq.protocol.native import select
 from pocketmq.protocol.properties import tags_code
 from pocketmq.protocol.record_codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordInfo
 from pocketmq.protocol.records import MIN_RECORD_SIZE, RecordWalk, Stop
@@ -62,6 +63,38 @@ def compute_tags_code(
     return tags_code(properties.get(MessageConst.TAGS))
 
 
+def dispatch_requests_py(
+    msgs: Sequence[MessageExt],
+    sizes: Sequence[int],
+    sys_flags: Sequence[int],
+    queue_offsets: Sequence[int],
+    phy_offset: int,
+    store_timestamp: int,
+    delay_levels_ms: tuple[int, ...],
+) -> list[DispatchRequest]:
+    """The dispatch requests of a put's records, placed back to back from ``phy_offset``
+    (CommitLog.put; native in ``pocketmq._speedups``, this the reference)."""
+    reqs: list[DispatchRequest] = []
+    schedule = (SCHEDULE_TOPIC, TIMER_TOPIC)  # their tag field holds a delivery time
+    for msg, size, sys_flag, qo in zip(msgs, sizes, sys_flags, queue_offsets, strict=True):
+        props = msg.properties
+        topic = msg.topic
+        reqs.append(
+            DispatchRequest(
+                topic, msg.queue_id, phy_offset, size,
+                tags_code(props.get(MessageConst.TAGS)) if topic not in schedule
+                else compute_tags_code(topic, props, store_timestamp, delay_levels_ms),
+                store_timestamp, qo, props.get(MessageConst.KEYS),
+                props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag,
+            )
+        )  # fmt: skip
+        phy_offset += size
+    return reqs
+
+
+dispatch_requests = select("dispatch_requests", dispatch_requests_py)
+
+
 def request_from_record(info: RecordInfo, delay_levels_ms: tuple[int, ...]) -> DispatchRequest:
     return DispatchRequest(
         topic=info.topic,
@@ -83,6 +116,14 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
     """Prepared and rolled-back transaction messages stay out of consume queues."""
     t = SysFlag.transaction_value(sys_flag)
     return t == SysFlag.TRANSACTION_NOT_TYPE or t == SysFlag.TRANSACTION_COMMIT_TYPE
+
+
+def next_queued(reqs: Sequence[DispatchRequest], i: int) -> int:
+    """The position of the first of reqs[i:] that goes to a consume queue (or len(reqs))."""
+    n = len(reqs)
+    while i < n and not goes_to_consume_queue(reqs[i].sys_flag):
+        i += 1
+    return i
 
 
 # Each dispatcher takes the requests of one put (or one stretch of the log), in log order, so

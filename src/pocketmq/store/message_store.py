@@ -35,6 +35,7 @@ from pocketmq.store.dispatch import (
     DispatchRequest,
     ReputService,
     goes_to_consume_queue,
+    next_queued,
     request_from_record,
 )
 from pocketmq.store.filter import MessageFilter
@@ -85,8 +86,8 @@ class MessageStore:
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
         self.prefault: PrefaultService | None = None
-        # Called as (topic, queue id, queue offset) for each consume-queue unit written: the
-        # broker wakes long-polling pulls from it.
+        # Called as (topic, queue id, last queue offset) once per run of one queue's units
+        # written by a dispatch (a put): the broker wakes long-polling pulls from it.
         self.on_message_arrived: ArrivalListener | None = None
         self.last_exit_ok = True
         self.running = False
@@ -296,16 +297,22 @@ class MessageStore:
     def _dispatch_cq(self, reqs: list[DispatchRequest]) -> None:
         table = self.consume_queue_table
         listener = self.on_message_arrived
-        for req in reqs:
-            if not goes_to_consume_queue(req.sys_flag):
-                continue
+        i = next_queued(reqs, 0)
+        while i < len(reqs):
+            req = reqs[i]
             queues = table.get(req.topic)
             cq = queues.get(req.queue_id) if queues else None
             if cq is None:
                 cq = self._new_consume_queue(req.topic, req.queue_id)
-            cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
-            if listener is not None:
-                listener(req.topic, req.queue_id, req.queue_offset)
+            before = cq.max_offset_in_queue()
+            try:
+                i = next_queued(reqs, cq.put_requests(reqs, i))
+            finally:
+                # One wake-up per run of a queue's units: the waiters (pull hold, POP,
+                # schedule, timer) look at everything up to the offset they are given.
+                after = cq.max_offset_in_queue()
+                if listener is not None and after > before:
+                    listener(req.topic, req.queue_id, after - 1)
 
     def _dispatch_queue_table(self, reqs: list[DispatchRequest]) -> None:
         # A slave never puts: its next queue offsets come from what it replicates (a master's

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from pocketmq.protocol.message import Host, create_offset_msg_id
+from pocketmq.protocol.message import Host, create_offset_msg_id, create_offset_msg_ids
 
 
 class PutStatus(enum.Enum):
@@ -50,7 +50,7 @@ class PutResult:
 
     @property
     def msg_ids(self) -> list[str]:
-        return [create_offset_msg_id(self.store_host, o) for o in self.phy_offsets]
+        return create_offset_msg_ids(self.store_host, self.phy_offsets)
 
     @property
     def msg_id(self) -> str:

@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from pocketmq.errors import ProtocolError
 from pocketmq.protocol.batch import decode_batch_body, encode_batch_body
 from pocketmq.protocol.message import (
+    Host,
     Message,
     MessageConst,
     MessageExt,
     SysFlag,
     create_offset_msg_id,
+    create_offset_msg_ids,
     decode_offset_msg_id,
     delay_property,
 )
@@ -165,6 +167,14 @@ def test_offset_msg_id_ipv6() -> None:
     assert len(msg_id) == 56
     assert msg_id.startswith("20010DB8" + "0" * 22 + "01" + "00001F90")
     assert decode_offset_msg_id(msg_id) == (("2001:db8::1", 8080), 1 << 40)
+
+
+@given(
+    st.sampled_from([("10.0.0.1", 10911), ("2001:db8::1", 8080), ("127.0.0.1", 0)]),
+    st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=5),
+)
+def test_offset_msg_ids_of_a_batch_are_each_offsets_id(host: Host, offsets: list[int]) -> None:
+    assert create_offset_msg_ids(host, offsets) == [create_offset_msg_id(host, o) for o in offsets]
 
 
 @pytest.mark.parametrize("bad", ["", "XYZ", "0A000001", "0A00000100002A9F00000000000030", "0" * 34])

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pocketmq
 from pocketmq.protocol import batch, native, properties, pull_body, record_codec
-from pocketmq.store import index_insert, pull_scan
+from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -58,9 +58,12 @@ HOMES = {
     "encode_records": record_codec,
     "place_records": record_codec,
     "decode_batch_body": batch,
+    "batch_messages": batch,
     "decode_message": record_codec,
     "decode_pull_body": pull_body,
     "index_put_requests": index_insert,
+    "dispatch_requests": dispatch,
+    "consume_queue_put_requests": consume_queue,
     "pull_scan": pull_scan,
 }
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields
-from pocketmq.protocol.batch import decode_batch_body
+from pocketmq.protocol.batch import batch_messages
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE
 from pocketmq.protocol.headers import get_bool, get_str
@@ -66,24 +66,23 @@ def unbatch(base: MessageExt) -> list[MessageExt]:
     """The messages of a SEND_BATCH_MESSAGE body, each with the header's fields.
 
     Raises:
-        RequestError: MESSAGE_ILLEGAL for an undecodable or empty batch, or a delayed message.
+        RequestError: MESSAGE_ILLEGAL for an undecodable or empty batch, or a delay level on
+            the batch or on one of its messages (CommitLog.asyncPutMessages refuses the first,
+            the client the second).
     """
     try:
-        parts = decode_batch_body(base.body)
+        msgs = batch_messages(base, base.body)
     except ProtocolError as exc:
         raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from exc
-    if not parts:
+    if not msgs:
         raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-    msgs = []
-    for flag, body, props in parts:
-        if props.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+    delay = MessageConst.DELAY_TIME_LEVEL
+    # Checked on the batch first: each message's properties are merged over it.
+    for props in (base.properties, *(msg.properties for msg in msgs)):
+        if props.get(delay, "0") not in ("", "0"):
             raise RequestError(
                 ResponseCode.MESSAGE_ILLEGAL, "TimeDelayLevel is not supported for batch"
             )
-        msg = base.put_again(base.topic, base.queue_id, {**base.properties, **props},
-                             base.reconsume_times)  # fmt: skip
-        msg.body, msg.flag = body, flag
-        msgs.append(msg)
     return msgs
 
 
