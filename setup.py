@@ -25,6 +25,7 @@ setup(
                     "index",
                     "dispatch",
                     "crc32",
+                    "pull",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

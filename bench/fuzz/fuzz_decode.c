@@ -4,7 +4,9 @@
  * return, or raise the same exception with the same message; a difference aborts. The same
  * bytes are also read as a batch send's body (batch_messages), as dispatch requests written
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
- * messages of a put (dispatch_requests, their tags and keys cut from the input).
+ * messages of a put (dispatch_requests, their tags and keys cut from the input), and as a
+ * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
+ * limits, the rest splits into consume-queue and CommitLog segments.
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
  */
 #define PY_SSIZE_T_CLEAN
@@ -28,7 +30,29 @@ static const char CHECK_SOURCE[] =
     "def outcome(f, *a, **k):\n"
     "    try: return typed(f(*a, **k))\n"
     "    except Exception as e: return type(e), str(e)\n"
+    "from pocketmq.store import pull_scan\n"
+    "class Seg:\n"
+    "    __slots__ = ('file_from_offset', 'wrote_position', 'mm')\n"
+    "    def __init__(self, start, wrote, mm):\n"
+    "        self.file_from_offset, self.wrote_position, self.mm = start, wrote, mm\n"
+    "def segments(data, size, short):\n"
+    "    chunks = [data[i:i + size] for i in range(0, len(data), size)]\n"
+    "    return [Seg(i * size, len(c) - (short if i == len(chunks) - 1 else 0), c)\n"
+    "            for i, c in enumerate(chunks)]\n"
+    "def check_scan(data):\n"
+    "    if len(data) < 8: return\n"
+    "    p = data[:8]\n"
+    "    cut = 8 + (p[1] * 20) % (len(data) - 7)\n"
+    "    cq_size, cl_size = 20 * (p[2] % 4 + 1), 32 * (p[3] % 8 + 1)\n"
+    "    codes = None if p[4] & 1 else frozenset(range(-2, p[4] >> 5))\n"
+    "    args = (segments(data[8:cut], cq_size, p[5] % 3), cq_size, p[6] % 6,\n"
+    "            segments(data[cut:], cl_size, p[5] % 5), cl_size, p[7] % 3 * 16 - 16,\n"
+    "            codes, None, p[6] % 40 - 1, p[7] * 4, p[0] % 50 - 1)\n"
+    "    a = outcome(s.pull_scan, *args)\n"
+    "    b = outcome(pull_scan.pull_scan_py, *args)\n"
+    "    assert a == b, (data, a, b)\n"
     "def check(data):\n"
+    "    check_scan(data)\n"
     "    for flag in (False, True):\n"
     "        a = outcome(s.decode_pull_body, data, flag)\n"
     "        b = outcome(pull_body.decode_pull_body_py, data, flag)\n"

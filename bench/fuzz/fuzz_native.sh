@@ -38,6 +38,14 @@ for i, m in enumerate(msgs):
 (out / "all").write_bytes(b"".join(bytes(encode_record(m)) for m in msgs))
 from pocketmq.protocol.batch import encode_batch_body
 (out / "batch").write_bytes(encode_batch_body(msgs))
+# Stores for pull_scan (see check_scan in fuzz_decode.c): three units over a 256-byte
+# CommitLog segment, every unit passing, then tag codes -2..1 picking two of them.
+import struct
+units = b"".join(struct.pack(">qiq", phy, size, tags) for phy, size, tags in
+                 ((0, 40, 0), (50, 45, 5), (100, 50, 1)))
+log = bytes(range(256))
+(out / "scan").write_bytes(bytes([49, 3, 3, 7, 1, 0, 36, 100]) + units + log)
+(out / "scan-tags").write_bytes(bytes([49, 3, 3, 7, 0x40, 0, 36, 100]) + units + log)
 PY
 # The venv's site-packages after the copy: pocketmq.store (the dispatch references) imports
 # the broker's dependencies.

@@ -5,6 +5,7 @@ from collections.abc import Callable, Sequence
 
 from pocketmq.protocol.message import Host, MessageExt
 from pocketmq.store.index_insert import IndexedRecord
+from pocketmq.store.pull_scan import pull_scan_py
 
 # The pure-Python references by function name: input off the native fast path goes to them.
 REFERENCES: dict[str, Callable[..., object]]
@@ -46,3 +47,4 @@ def index_put_requests(
     reqs: Sequence[IndexedRecord],
     start: int,
 ) -> int: ...
+pull_scan = pull_scan_py

@@ -45,23 +45,6 @@ pmq_index_init(void)
     return 0;
 }
 
-static inline int32_t
-load_be32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
-                     | (uint32_t)p[3]);
-}
-
-static inline int64_t
-load_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v = (v << 8) | p[i];
-    }
-    return (int64_t)v;
-}
-
 static inline void
 store_be32(unsigned char *p, int32_t value)
 {

@@ -137,6 +137,8 @@ static PyMethodDef speedups_methods[] = {
     {"consume_queue_put_requests",
      (PyCFunction)(void (*)(void))pmq_consume_queue_put_requests, METH_FASTCALL | METH_KEYWORDS,
      "Write a queue's run of consume-queue units into a mapping, below the reservation."},
+    {"pull_scan", (PyCFunction)(void (*)(void))pmq_pull_scan, METH_FASTCALL | METH_KEYWORDS,
+     "A pull's consume-queue walk, its records copied from the CommitLog into one body."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -156,7 +158,8 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0) {
+    if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0
+        || pmq_pull_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

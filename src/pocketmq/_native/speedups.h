@@ -12,6 +12,25 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* Big-endian signed integers at p, as Java's DataInput reads them (index files, consume
+ * queues). */
+static inline int32_t
+load_be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
+                     | (uint32_t)p[3]);
+}
+
+static inline int64_t
+load_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    return (int64_t)v;
+}
+
 /* MessageExt's fields, in the order of its dataclass (decode.c checks the class). */
 enum pmq_message_field {
     F_TOPIC, F_BODY, F_QUEUE_ID, F_FLAG, F_PROPERTIES, F_SYS_FLAG, F_BORN_TIMESTAMP,
@@ -67,6 +86,9 @@ void pmq_crc32_init(void);
 /* Called once from PyInit__speedups: the interned attribute names and the CRC tables. */
 int pmq_records_init(void);
 
+/* Called once from PyInit__speedups: pull.c's interned attribute names. */
+int pmq_pull_init(void);
+
 PyObject *pmq_java_string_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
 PyObject *pmq_java_string_hash_concat(PyObject *module, PyObject *const *args,
@@ -93,5 +115,7 @@ PyObject *pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssiz
                                 PyObject *kwnames);
 PyObject *pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args,
                                          Py_ssize_t nargs, PyObject *kwnames);
+PyObject *pmq_pull_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames);
 
 #endif

@@ -8,6 +8,7 @@ heartbeats and CHECK_CLIENT_CONFIG. The messaging service adds the broker's rule
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pocketmq.errors import RequestError
 from pocketmq.filter import SqlFilterError, compile_sql92
@@ -53,8 +54,11 @@ class Subscription:
         return self.data.is_tag
 
 
+# A 4.x pull carries its subscription on every request: the same few are compiled again and
+# again. Subscriptions are frozen, so one compiled object serves every request carrying it.
+@lru_cache(maxsize=4096)
 def compile_subscription(data: SubscriptionData) -> Subscription:
-    """The filter of a subscription; a SQL92 selector is compiled once (and cached).
+    """The filter of a subscription, compiled once per distinct subscription (and cached).
 
     A tag expression naming no tag (``"||"``) matches every message, as the remoting broker
     has always served it; an expression that does not compile, or an expression type other

@@ -563,7 +563,7 @@ class MessagingService:
             )
         self.offsets.commit_pull(query.group, query.topic, query.queue_id, result.next_begin_offset)
         self.stats.on_get(
-            query.group, query.topic, len(result.messages), result.buffer_total_size,
+            query.group, query.topic, result.message_count, result.buffer_total_size,
             clock.now_ms() - looked_ms, protocol,
         )  # fmt: skip
         return result

@@ -96,7 +96,17 @@ class RemotingConnection:
         Raises:
             LocalProtocolError: cmd cannot be encoded or is larger than max_frame.
         """
-        data = cmd.encode()
-        if len(data) - 4 > self.max_frame:
-            raise LocalProtocolError(f"frame of {len(data)} bytes exceeds {self.max_frame}")
-        return data
+        return b"".join(self.send_parts(cmd))
+
+    def send_parts(self, cmd: RemotingCommand) -> tuple[bytes, bytes]:
+        """The bytes to write for cmd as (length prefix and header, body), for a vectored write.
+
+        Raises:
+            LocalProtocolError: cmd cannot be encoded or is larger than max_frame.
+        """
+        head, body = cmd.encode_parts()
+        if len(head) + len(body) - 4 > self.max_frame:
+            raise LocalProtocolError(
+                f"frame of {len(head) + len(body)} bytes exceeds {self.max_frame}"
+            )
+        return head, body

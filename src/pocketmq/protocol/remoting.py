@@ -111,6 +111,15 @@ class RemotingCommand:
         Raises:
             LocalProtocolError: a field does not fit the wire format.
         """
+        return b"".join(self.encode_parts())
+
+    def encode_parts(self) -> tuple[bytes, bytes]:
+        """The frame as its length prefix and header, then its body: a vectored write sends
+        them without copying the body into one buffer first.
+
+        Raises:
+            LocalProtocolError: a field does not fit the wire format.
+        """
         if self.serialize_type == SerializeType.ROCKETMQ:
             header = _encode_binary_header(self)
         else:
@@ -118,13 +127,8 @@ class RemotingCommand:
         if len(header) > 0xFFFFFF:
             raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
         length = 4 + len(header) + len(self.body)
-        return b"".join(
-            (
-                _PREFIX.pack(length, (int(self.serialize_type) << 24) | len(header)),
-                header,
-                self.body,
-            )
-        )
+        prefix = _PREFIX.pack(length, (int(self.serialize_type) << 24) | len(header))
+        return prefix + header, self.body
 
 
 def _stringify(fields: dict[str, Any]) -> dict[str, str]:

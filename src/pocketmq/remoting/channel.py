@@ -204,36 +204,39 @@ class RemotingChannel(asyncio.Protocol):
             return
         assert self.transport is not None
         try:
-            data = self.conn.send(cmd)
+            head, body = self.conn.send_parts(cmd)
         except LocalProtocolError as exc:
             log.error("cannot send code %d to %s: %s", cmd.code, self.peer, exc)
             if cmd.is_response:
-                self._write(
-                    True,
-                    self.conn.send(
-                        RemotingCommand(
-                            code=ResponseCode.SYSTEM_ERROR,
-                            opaque=cmd.opaque,
-                            flag=cmd.flag,
-                            remark=str(exc),
-                            serialize_type=cmd.serialize_type,
-                        )
-                    ),
+                refusal = RemotingCommand(
+                    code=ResponseCode.SYSTEM_ERROR,
+                    opaque=cmd.opaque,
+                    flag=cmd.flag,
+                    remark=str(exc),
+                    serialize_type=cmd.serialize_type,
                 )
+                self._write(True, *self.conn.send_parts(refusal))
             return
         self.last_active = time.monotonic()
-        self._write(cmd.is_response, data)
+        self._write(cmd.is_response, head, body)
 
-    def _write(self, response: bool, data: bytes) -> None:
+    def _write(self, response: bool, head: bytes, body: bytes) -> None:
+        """Write a frame as its head and body: a vectored write when the body is not empty,
+        so that a pull's body is never copied into one buffer with its header."""
         assert self.transport is not None
         held = self._held
         if held is None:
-            self.transport.write(data)
+            if body:
+                self.transport.writelines((head, body))
+            else:
+                self.transport.write(head)
             if response:
                 self._held = []
                 asyncio.get_running_loop().call_soon(self._write_held)
             return
-        held.append(data)
+        held.append(head)
+        if body:
+            held.append(body)
         if not response:
             self._held = []
             self.transport.writelines(held)

@@ -10,17 +10,11 @@ filtering") measures why moving the evaluation to dispatch would not pay here.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 from pocketmq.filter import Sql92Expression
 from pocketmq.protocol.names import TagExpression, TagExpressionError, parse_tag_expression
 from pocketmq.protocol.record_properties import RecordProperties
-
-
-class MessageFilter(Protocol):
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
-
-    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
 
 
 class TagFilter:
@@ -73,3 +67,18 @@ class SqlFilter:
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
         return self.expression.matches(RecordProperties(record))
+
+
+MessageFilter = TagFilter | SqlFilter
+
+
+def filter_parts(
+    message_filter: MessageFilter | None,
+) -> tuple[frozenset[int] | None, Callable[[bytes], bool] | None]:
+    """What the pull walk (``store.pull_scan``) checks: the tag hash codes a consume-queue unit
+    must carry (None: any unit passes) and the check of each record (None: every record)."""
+    if message_filter is None:
+        return None, None
+    if isinstance(message_filter, TagFilter):
+        return message_filter.codes, None
+    return None, message_filter.is_matched_by_commit_log

@@ -82,17 +82,38 @@ class GetResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    # Whole CommitLog records, in queue order (copies, safe to keep).
-    messages: list[bytes] = field(default_factory=list)
-    # Queue offset of each record in messages.
-    queue_offsets: list[int] = field(default_factory=list)
+    # The records found, whole and back to back in queue order, as a PULL answer's body carries
+    # them (a copy, safe to keep).
+    body: bytes = b""
+    # (queue offset, size) of each record in body, as native int64 pairs (store.pull_scan).
+    units: bytes = b""
     # The CommitLog bytes after the last unit read exceed the memory reads may use: the
     # group had better read from a slave (GetMessageResult.suggestPullingFromSlave).
     suggest_pulling_from_slave: bool = False
 
     @property
+    def queue_offsets(self) -> list[int]:
+        """Queue offset of each record in ``body``."""
+        return memoryview(self.units).cast("q")[::2].tolist()
+
+    @property
+    def messages(self) -> list[bytes]:
+        """Each record of ``body`` (copies made on each call)."""
+        out = []
+        pos = 0
+        for size in memoryview(self.units).cast("q")[1::2].tolist():
+            out.append(self.body[pos : pos + size])
+            pos += size
+        return out
+
+    @property
+    def message_count(self) -> int:
+        """How many records ``body`` holds (``units`` has two int64 per record)."""
+        return len(self.units) // 16
+
+    @property
     def buffer_total_size(self) -> int:
-        return sum(len(m) for m in self.messages)
+        return len(self.body)
 
 
 @dataclass(slots=True)

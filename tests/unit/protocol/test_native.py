@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pocketmq
 from pocketmq.protocol import batch, native, properties, pull_body, record_codec
-from pocketmq.store import consume_queue, dispatch, index_insert
+from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -64,6 +64,7 @@ HOMES = {
     "index_put_requests": index_insert,
     "dispatch_requests": dispatch,
     "consume_queue_put_requests": consume_queue,
+    "pull_scan": pull_scan,
 }
 
 

@@ -68,5 +68,5 @@ class PullHandlers:
                 "minOffset": result.min_offset,
                 "maxOffset": result.max_offset,
             },
-            body=b"".join(result.messages) if result.status is GetStatus.FOUND else b"",
+            body=result.body if result.status is GetStatus.FOUND else b"",
         )
