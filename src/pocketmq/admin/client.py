@@ -90,6 +90,18 @@ def route_masters(route: dict[str, Any]) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def route_read_queues(route: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(broker name, master address, queue id) of every readable queue of a TopicRouteData
+    whose broker has a master."""
+    masters = route_masters(route)
+    return [
+        (str(q["brokerName"]), masters[str(q["brokerName"])], queue_id)
+        for q in route.get("queueDatas") or []
+        if str(q["brokerName"]) in masters
+        for queue_id in range(int(q["readQueueNums"]))
+    ]
+
+
 def _broker_callbacks() -> Dispatcher:
     """What brokers may send an admin client: while it pulls as the tools group, the
     group's membership changes (NOTIFY_CONSUMER_IDS_CHANGED, one-way); nothing rebalances

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.admin.client import AdminClient, AdminError, route_masters
+from pocketmq.admin.client import AdminClient, AdminError, route_masters, route_read_queues
 from pocketmq.errors import ProtocolError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -215,30 +215,23 @@ async def messages_by_time(
     name), the earliest first, at most ``limit`` in all: each queue is read from the offset
     SEARCH_OFFSET_BY_TIMESTAMP gives for begin_ms until a message is stored after end_ms
     (mqadmin printMsg)."""
-    route = await client.route(topic)
-    masters = route_masters(route)
     found: list[tuple[str, MessageExt]] = []
-    for q in route.get("queueDatas", []):
-        name = str(q["brokerName"])
-        addr = masters.get(name)
-        if addr is None:
-            continue
-        for queue_id in range(int(q["readQueueNums"])):
-            start = await client.call(
-                addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                {"topic": topic, "queueId": queue_id, "timestamp": begin_ms},
-            )  # fmt: skip
-            offset = int(start.ext_fields.get("offset", 0))
-            kept = 0
-            while kept < limit:
-                got = await pull_messages(client, addr, topic, queue_id, offset, limit - kept)
-                past_end = [m for m in got if m.store_timestamp > end_ms]
-                inside = [m for m in got if begin_ms <= m.store_timestamp <= end_ms]
-                found += [(name, m) for m in inside]
-                kept += len(inside)
-                if not got or past_end:
-                    break
-                offset = got[-1].queue_offset + 1
+    for name, addr, queue_id in route_read_queues(await client.route(topic)):
+        start = await client.call(
+            addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            {"topic": topic, "queueId": queue_id, "timestamp": begin_ms},
+        )  # fmt: skip
+        offset = int(start.ext_fields.get("offset", 0))
+        kept = 0
+        while kept < limit:
+            got = await pull_messages(client, addr, topic, queue_id, offset, limit - kept)
+            past_end = [m for m in got if m.store_timestamp > end_ms]
+            inside = [m for m in got if begin_ms <= m.store_timestamp <= end_ms]
+            found += [(name, m) for m in inside]
+            kept += len(inside)
+            if not got or past_end:
+                break
+            offset = got[-1].queue_offset + 1
     found.sort(key=lambda nm: nm[1].store_timestamp)
     return found[:limit]
 
@@ -255,25 +248,18 @@ async def dead_letters(client: AdminClient, topics: list[str], limit: int) -> li
     ``limit`` messages."""
     out = []
     for topic in sorted(t for t in topics if is_dlq_topic(t)):
-        route = await client.route(topic)
-        masters = route_masters(route)
         count = 0
         first: list[tuple[str, MessageExt]] = []
-        for q in route.get("queueDatas", []):
-            name = str(q["brokerName"])
-            addr = masters.get(name)
-            if addr is None:
-                continue
-            for queue_id in range(int(q["readQueueNums"])):
-                lo, hi = [
-                    int((await client.call(addr, code, {"topic": topic, "queueId": queue_id}))
-                        .ext_fields.get("offset", 0))
-                    for code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET)
-                ]  # fmt: skip
-                count += max(0, hi - lo)
-                if len(first) < limit and hi > lo:
-                    got = await pull_messages(client, addr, topic, queue_id, lo, limit - len(first))
-                    first += [(name, m) for m in got]
+        for name, addr, queue_id in route_read_queues(await client.route(topic)):
+            lo, hi = [
+                int((await client.call(addr, code, {"topic": topic, "queueId": queue_id}))
+                    .ext_fields.get("offset", 0))
+                for code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET)
+            ]  # fmt: skip
+            count += max(0, hi - lo)
+            if len(first) < limit and hi > lo:
+                got = await pull_messages(client, addr, topic, queue_id, lo, limit - len(first))
+                first += [(name, m) for m in got]
         out.append(DeadLetters(topic[len(DLQ_GROUP_TOPIC_PREFIX) :], count, first))
     return out
 
