@@ -38,7 +38,8 @@ class Cluster:
             name: broker_with_conf(
                 workdir / name,
                 self.namesrv.addr,
-                {"brokerClusterName": "DefaultCluster", "brokerName": name},
+                # haListenPort 0: the default (listen port + 1) may be the other broker's port.
+                {"brokerClusterName": "DefaultCluster", "brokerName": name, "haListenPort": 0},
                 listen=addr,
             )
             for name, addr in self.addrs.items()

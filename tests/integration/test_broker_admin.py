@@ -50,7 +50,10 @@ class TwoBrokers:
         for name in self.ports:
             home = workdir / name
             home.mkdir()
-            self.conf(name).write_text(f"brokerClusterName=AdminCluster\nbrokerName={name}\n")
+            # haListenPort 0: the default (listen port + 1) may be the other broker's port.
+            self.conf(name).write_text(
+                f"brokerClusterName=AdminCluster\nbrokerName={name}\nhaListenPort=0\n"
+            )
         self.brokers = {name: self.start(name) for name in self.ports}
 
     def conf(self, name: str) -> Path:

@@ -43,13 +43,20 @@ class Cluster:
         self.workdir = workdir
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
         self.ports = {name: free_port() for name in ("broker-a", "broker-b")}
-        self.brokers = {name: self.start_broker(name) for name in self.ports}
+        self.brokers: dict[str, ServerProcess] = {}
+        try:
+            for name in self.ports:
+                self.brokers[name] = self.start_broker(name)
+        except BaseException:
+            self.stop()  # what started must not outlive a failed setup
+            raise
 
     def start_broker(self, name: str) -> ServerProcess:
         home = self.workdir / name
         home.mkdir(exist_ok=True)
         conf = home / "broker.conf"
-        conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\n")
+        # haListenPort 0: the default (listen port + 1) may be the other broker's port.
+        conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\nhaListenPort=0\n")
         return ServerProcess(
             "broker", home, "-c", str(conf), "--store", str(home / "store"),
             "--listen", f"127.0.0.1:{self.ports[name]}", "-n", self.namesrv.addr, listen=False,

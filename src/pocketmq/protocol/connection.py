@@ -76,10 +76,11 @@ class RemotingConnection:
         if len(buf) < end:
             return NEED_DATA
         try:
-            # decode_frame copies what it keeps, so the view is released before the buffer
-            # can be resized again.
-            with memoryview(buf) as view:
-                cmd = decode_frame(view[pos + 4 : end])
+            # decode_frame copies what it keeps. Both views are released explicitly: a frame
+            # object kept alive by a traceback (a warning raised while decoding) would
+            # otherwise pin the buffer and every later resize would fail (BufferError).
+            with memoryview(buf) as view, view[pos + 4 : end] as frame:
+                cmd = decode_frame(frame)
         except RemoteProtocolError as exc:
             self._error = exc
             raise

@@ -253,3 +253,28 @@ def test_round_trip_property(
         serialize_type=serialize,
     )
     assert decode_frame(cmd.encode()[4:]) == cmd
+
+
+def test_a_kept_reference_to_a_decoded_frame_does_not_pin_the_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A traceback captured while a frame decodes (a warning, a profiler) keeps decode_frame's
+    argument alive; the connection must still take more data and drop what it consumed."""
+    from pocketmq.protocol import connection
+
+    kept: list[object] = []
+
+    def keeping(frame: memoryview) -> RemotingCommand:
+        kept.append(frame)
+        return decode_frame(frame)
+
+    monkeypatch.setattr(connection, "decode_frame", keeping)
+    conn = RemotingConnection()
+    cmds = [RemotingCommand.request(10, {"i": i}, body=b"x" * i) for i in range(3)]
+    stream = b"".join(c.encode() for c in cmds)
+    half = len(stream) // 2
+    conn.receive_data(stream[:half])
+    got = drain(conn)
+    conn.receive_data(stream[half:])
+    got += drain(conn)
+    assert got == cmds and kept and conn.buffered == 0
