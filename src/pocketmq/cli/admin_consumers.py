@@ -13,7 +13,7 @@ import click
 
 from pocketmq.admin import groups
 from pocketmq.cli.admin import run_admin
-from pocketmq.cli.options import F
+from pocketmq.cli.options import F, parse_epoch_ms
 from pocketmq.cli.output import emit_json, emit_table, json_option, progress
 
 # The settings update-subscription-group changes, by SubscriptionGroupConfig's JSON names.
@@ -143,10 +143,7 @@ def reset_offset_by_time(
     """Move a consumer group's offsets in a topic to a time, on every broker of the topic;
     live consumers restart there at once, and with none online the offsets are committed
     directly (as mqadmin falls back to). Prints the new offsets."""
-    try:
-        at_ms = time.time_ns() // 1_000_000 if timestamp == "now" else int(timestamp)
-    except ValueError:
-        raise click.BadParameter("epoch milliseconds or 'now'", param_hint="-s") from None
+    at_ms = parse_epoch_ms(timestamp, "-s")
     table = run_admin(
         namesrv,
         lambda c: groups.reset_offset_by_time(

@@ -5,12 +5,11 @@ refuses unregistered pulls serves it too; no offset is committed).
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from pocketmq.admin import messages
 from pocketmq.cli.admin import run_admin
+from pocketmq.cli.options import parse_epoch_ms
 from pocketmq.cli.output import emit_table, json_option
 from pocketmq.protocol.message import MessageConst, MessageExt
 
@@ -56,13 +55,6 @@ def _emit_messages(found: list[tuple[str, MessageExt]], as_json: bool) -> None:
     emit_table(columns, rows, as_json=as_json)
 
 
-def _epoch_ms(value: str, hint: str) -> int:
-    try:
-        return time.time_ns() // 1_000_000 if value == "now" else int(value)
-    except ValueError:
-        raise click.BadParameter("epoch milliseconds or 'now'", param_hint=hint) from None
-
-
 @click.command("print-msg")
 @click.option("-t", "--topic", required=True)
 @click.option("-b", "--begin", default="0", show_default=True,
@@ -75,7 +67,7 @@ def _epoch_ms(value: str, hint: str) -> int:
 def print_msg(namesrv: str, topic: str, begin: str, end: str, limit: int, as_json: bool) -> None:
     """Messages of a topic stored between two times, from every queue, earliest first
     (mqadmin printMsg; commits no offset)."""
-    begin_ms, end_ms = _epoch_ms(begin, "-b"), _epoch_ms(end, "-e")
+    begin_ms, end_ms = parse_epoch_ms(begin, "-b"), parse_epoch_ms(end, "-e")
     found = run_admin(
         namesrv, lambda c: messages.messages_by_time(c, topic, begin_ms, end_ms, limit)
     )

@@ -4,6 +4,7 @@ flag means and reads the same everywhere. Each command still gives the help text
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,3 +76,15 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not host:
         raise click.BadParameter(f"{value!r} is not host:port (for example 127.0.0.1:9876)")
     return host, int(port)
+
+
+def parse_epoch_ms(value: str, hint: str) -> int:
+    """A time option's value: epoch milliseconds, or 'now'.
+
+    Raises:
+        click.BadParameter: neither.
+    """
+    try:
+        return time.time_ns() // 1_000_000 if value == "now" else int(value)
+    except ValueError:
+        raise click.BadParameter("epoch milliseconds or 'now'", param_hint=hint) from None
