@@ -26,6 +26,7 @@ setup(
                     "dispatch",
                     "crc32",
                     "pull",
+                    "msgid",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

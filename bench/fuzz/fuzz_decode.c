@@ -4,7 +4,8 @@
  * return, or raise the same exception with the same message; a difference aborts. The same
  * bytes are also read as a batch send's body (batch_messages), as dispatch requests written
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
- * messages of a put (dispatch_requests, their tags and keys cut from the input), and as a
+ * messages of a put (dispatch_requests and encode_records, their tags and keys cut from the
+ * input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
  * limits, the rest splits into consume-queue and CommitLog segments.
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
@@ -63,7 +64,8 @@ static const char CHECK_SOURCE[] =
     "        assert a == b, (data, kw, a, b)\n"
     "    check_put(data)\n"
     "from pocketmq.protocol import batch\n"
-    "from pocketmq.protocol.message import MessageExt\n"
+    "from pocketmq.protocol import message\n"
+    "from pocketmq.protocol.message import MessageExt, host_to_bytes\n"
     "from pocketmq.store import consume_queue, dispatch\n"
     "from pocketmq.store.dispatch import DispatchRequest\n"
     "BASE = MessageExt(topic='T', body=b'', queue_id=1, properties={'A': '1', 'WAIT': 'true'})\n"
@@ -102,6 +104,15 @@ static const char CHECK_SOURCE[] =
     "    args = (msgs, sizes, [0] * len(msgs), list(range(len(msgs))), 5, 7, (1000,))\n"
     "    a = outcome(s.dispatch_requests, *args)\n"
     "    b = outcome(dispatch.dispatch_requests_py, *args)\n"
+    "    assert a == b, (data, a, b)\n"
+    "    store = data[:20] if len(data) % 2 else bytes(8)\n"
+    "    hosts = {m.born_host: host_to_bytes(m.born_host) for m in msgs}\n"
+    "    a = outcome(s.encode_records, msgs, store, hosts, 4096, len(data) * 40 + 100)\n"
+    "    b = outcome(record_codec.encode_records_py, msgs, store, {}, 4096, len(data) * 40 + 100)\n"
+    "    assert a == b, (data, a, b)\n"
+    "    offsets = [int.from_bytes(data[i:i + 9], 'big', signed=True) for i in range(0, len(data), 9)]\n"
+    "    a = outcome(s.offset_msg_ids_text, data[:len(data) % 29], offsets)\n"
+    "    b = outcome(message.offset_msg_ids_text_py, data[:len(data) % 29], offsets)\n"
     "    assert a == b, (data, a, b)\n";
 
 int

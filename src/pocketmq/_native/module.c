@@ -139,6 +139,9 @@ static PyMethodDef speedups_methods[] = {
      "Write a queue's run of consume-queue units into a mapping, below the reservation."},
     {"pull_scan", (PyCFunction)(void (*)(void))pmq_pull_scan, METH_FASTCALL | METH_KEYWORDS,
      "A pull's consume-queue walk, its records copied from the CommitLog into one body."},
+    {"offset_msg_ids_text", (PyCFunction)(void (*)(void))pmq_offset_msg_ids_text,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A batch's offset message ids on a host (host_to_bytes's form), comma-separated."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -65,6 +65,11 @@ static const char *const attr_names[A_COUNT] = {
 };
 /* Interned for the life of the process, like the module. */
 static PyObject *attrs[A_COUNT];
+/* The same, as MessageExt's slots: read straight from an exact MessageExt. */
+static const enum pmq_message_field attr_fields[A_COUNT] = {
+    F_BODY, F_PROPERTIES, F_TOPIC, F_BORN_HOST, F_SYS_FLAG, F_QUEUE_ID, F_FLAG,
+    F_BORN_TIMESTAMP, F_RECONSUME_TIMES, F_PREPARED_TRANSACTION_OFFSET,
+};
 
 int
 pmq_records_init(void)
@@ -82,11 +87,11 @@ pmq_records_init(void)
 
 /* One message checked and measured; the objects are strong references. */
 typedef struct {
-    PyObject *body;       /* exact bytes */
-    PyObject *topic;      /* exact str, its UTF-8 cached in it */
-    PyObject *props_text; /* exact str */
-    PyObject *born;       /* exact bytes of 8 or 20 */
-    const char *topic_utf8, *props_utf8;
+    PyObject *body;  /* exact bytes */
+    PyObject *topic; /* exact str, its UTF-8 cached in it */
+    PyObject *born;  /* exact bytes of 8 or 20 */
+    const char *topic_utf8;
+    Py_ssize_t props_at; /* the properties' UTF-8 in the call's Scratch */
     Py_ssize_t topic_len, props_len, size;
     int32_t queue_id, flag, sys_flag, reconsume_times;
     uint64_t born_timestamp;
@@ -98,7 +103,6 @@ encoding_clear(Encoding *e)
 {
     Py_CLEAR(e->body);
     Py_CLEAR(e->topic);
-    Py_CLEAR(e->props_text);
     Py_CLEAR(e->born);
 }
 
@@ -120,16 +124,85 @@ long_in(PyObject *v, long long lo, long long hi, long long *out)
     return 1;
 }
 
-/* Steals nothing; returns 1 with *e filled (strong references), or 0 when msg is off the fast
-   path (e holds what it took so far, for encoding_clear), or -1 on a real error. */
+/* The UTF-8 properties of a call's messages, back to back (PyMem). */
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Scratch;
+
+/* Appends n bytes to s: 0, or -1 with MemoryError. */
 static int
-encoding_check(Encoding *e, PyObject *msg, PyObject *hosts, Py_ssize_t max_body,
-               Py_ssize_t max_record, Py_ssize_t store_len)
+scratch_put(Scratch *s, const char *p, Py_ssize_t n)
+{
+    if (n > s->cap - s->len) {
+        Py_ssize_t cap = s->cap ? s->cap : 4096;
+        while (n > cap - s->len) {
+            if (cap > PY_SSIZE_T_MAX / 2) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            cap *= 2;
+        }
+        char *buf = PyMem_Realloc(s->buf, (size_t)cap);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->buf = buf;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, p, (size_t)n);
+    s->len += n;
+    return 0;
+}
+
+/* The UTF-8 of encode_properties(props) appended to s, as ``name \x01 value \x02`` per item
+   (the UTF-8 of the text is the UTF-8 of its parts): 1; 0 for props off the fast path (not an
+   exact dict of exact str, a str with no UTF-8, over MAX_PROPERTIES_LENGTH: the reference
+   says which), -1 on a real error. No Python code runs here. */
+static int
+properties_utf8(Scratch *s, PyObject *props, Py_ssize_t *len)
+{
+    if (!PyDict_CheckExact(props)) {
+        return 0;
+    }
+    Py_ssize_t start = s->len, pos = 0;
+    PyObject *item[2];
+    static const char SEPARATORS[2] = {0x01, 0x02};
+    while (PyDict_Next(props, &pos, &item[0], &item[1])) {
+        for (int k = 0; k < 2; k++) {
+            Py_ssize_t n;
+            const char *utf8;
+            if (!PyUnicode_CheckExact(item[k])
+                || (utf8 = PyUnicode_AsUTF8AndSize(item[k], &n)) == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (scratch_put(s, utf8, n) < 0 || scratch_put(s, &SEPARATORS[k], 1) < 0) {
+                return -1;
+            }
+        }
+        if (s->len - start > MAX_PROPERTIES_LENGTH) {
+            return 0;
+        }
+    }
+    *len = s->len - start;
+    return 1;
+}
+
+/* Steals nothing; returns 1 with *e filled (strong references), or 0 when msg is off the fast
+   path (e holds what it took so far, for encoding_clear), or -1 on a real error. An exact
+   MessageExt (of type) is read from its slots, anything else through its attributes. */
+static int
+encoding_check(Encoding *e, PyObject *msg, PyTypeObject *type, PyObject *hosts, Scratch *props,
+               Py_ssize_t max_body, Py_ssize_t max_record, Py_ssize_t store_len)
 {
     PyObject *v[A_COUNT] = {NULL};
     int ok = 0;
+    int exact = Py_IS_TYPE(msg, type);
     for (int i = 0; i < A_COUNT; i++) {
-        v[i] = PyObject_GetAttr(msg, attrs[i]);
+        v[i] = exact ? Py_XNewRef(*pmq_message_slot(msg, attr_fields[i]))
+                     : PyObject_GetAttr(msg, attrs[i]);
         if (v[i] == NULL) {
             PyErr_Clear();
             goto done;
@@ -140,16 +213,12 @@ encoding_check(Encoding *e, PyObject *msg, PyObject *hosts, Py_ssize_t max_body,
         goto done;
     }
     e->body = Py_NewRef(v[A_BODY]);
-    e->props_text = pmq_properties_text(v[A_PROPERTIES]);
-    if (e->props_text == NULL) {
-        ok = PyErr_Occurred() ? -1 : 0;
+    e->props_at = props->len;
+    ok = properties_utf8(props, v[A_PROPERTIES], &e->props_len);
+    if (ok <= 0) {
         goto done;
     }
-    e->props_utf8 = PyUnicode_AsUTF8AndSize(e->props_text, &e->props_len);
-    if (e->props_utf8 == NULL || e->props_len > MAX_PROPERTIES_LENGTH) {
-        PyErr_Clear();
-        goto done;
-    }
+    ok = 0;
     e->topic = Py_NewRef(v[A_TOPIC]);
     e->topic_utf8 = PyUnicode_AsUTF8AndSize(e->topic, &e->topic_len);
     if (e->topic_utf8 == NULL || e->topic_len == 0 || e->topic_len > MAX_TOPIC_LENGTH) {
@@ -202,7 +271,8 @@ done:
 }
 
 static unsigned char *
-encoding_write(const Encoding *e, unsigned char *p, const char *store_host, Py_ssize_t store_len)
+encoding_write(const Encoding *e, unsigned char *p, const char *store_host, Py_ssize_t store_len,
+               const char *props)
 {
     const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(e->body);
     Py_ssize_t body_len = PyBytes_GET_SIZE(e->body), born_len = PyBytes_GET_SIZE(e->born);
@@ -236,7 +306,7 @@ encoding_write(const Encoding *e, unsigned char *p, const char *store_host, Py_s
     p += e->topic_len;
     *p++ = (unsigned char)(e->props_len >> 8);
     *p++ = (unsigned char)e->props_len;
-    memcpy(p, e->props_utf8, (size_t)e->props_len);
+    memcpy(p, props + e->props_at, (size_t)e->props_len);
     return p + e->props_len;
 }
 
@@ -259,11 +329,17 @@ pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (store_len != 8 && store_len != 20) {
         return pmq_call_reference("encode_records", args, nargs, kwnames);
     }
-    /* A tuple copy: attribute lookups could, in principle, run code that changes the list. */
+    PyTypeObject *type = pmq_message_type("encode_records");
+    if (type == NULL) {
+        return NULL;
+    }
+    /* A tuple copy: attribute lookups could, in principle, run code that changes the list.
+     * The properties are copied out as UTF-8 for the same reason. */
     PyObject *msgs = PyList_AsTuple(args[0]);
     if (msgs == NULL) {
         return NULL;
     }
+    Scratch props = {NULL, 0, 0};
     Py_ssize_t n = PyTuple_GET_SIZE(msgs), total = 0, i;
     Encoding *enc = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Encoding));
     PyObject *data = NULL, *sizes = NULL, *flags = NULL, *result = NULL;
@@ -273,8 +349,8 @@ pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         goto done;
     }
     for (i = 0; i < n; i++) {
-        int ok = encoding_check(&enc[i], PyTuple_GET_ITEM(msgs, i), args[2], max_body,
-                                max_record, store_len);
+        int ok = encoding_check(&enc[i], PyTuple_GET_ITEM(msgs, i), type, args[2], &props,
+                                max_body, max_record, store_len);
         if (ok < 0) {
             goto done;
         }
@@ -303,7 +379,7 @@ pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             goto done;
         }
         PyList_SET_ITEM(flags, i, flag);
-        p = encoding_write(&enc[i], p, store_host, store_len);
+        p = encoding_write(&enc[i], p, store_host, store_len, props.buf);
     }
     result = PyTuple_Pack(3, data, sizes, flags);
 done:
@@ -313,6 +389,7 @@ done:
         }
         PyMem_Free(enc);
     }
+    PyMem_Free(props.buf);
     Py_DECREF(msgs);
     Py_XDECREF(data);
     Py_XDECREF(sizes);

@@ -301,12 +301,13 @@ class MessagingService:
             RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
                 RocketMQ's CommitLog refuses a batch with a transaction type.
         """
-        if not all(tx.is_plain(msg) for msg in msgs):
-            raise RequestError(
-                ResponseCode.MESSAGE_ILLEGAL,
-                "transactional messages cannot be sent in a batch: send each on its own",
-            )
+        # One pass: a refused batch is never stored, so stamping its first messages is moot.
         for msg in msgs:
+            if not tx.is_plain(msg):
+                raise RequestError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "transactional messages cannot be sent in a batch: send each on its own",
+                )
             self.stamp(msg)
         result = await self.store.put_messages(msgs)
         if result.ok:

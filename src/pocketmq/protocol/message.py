@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pocketmq.errors import ProtocolError
+from pocketmq.protocol import native
 
 # Anything records are decoded from: bytes, or a mapped segment.
 ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
@@ -158,6 +159,17 @@ def create_offset_msg_ids(store_host: Host, phy_offsets: list[int]) -> list[str]
     """``create_offset_msg_id`` of each offset (a batch's ids), the host encoded once."""
     host = host_to_bytes(store_host).hex().upper()
     return [f"{host}{phy & 0xFFFFFFFFFFFFFFFF:016X}" for phy in phy_offsets]
+
+
+def offset_msg_ids_text_py(host: bytes, phy_offsets: list[int]) -> str:
+    """The offset message ids of ``phy_offsets`` on ``host`` (``host_to_bytes``'s form),
+    comma-separated, as a batch's send answer carries them in ``msgId``. The pure-Python
+    reference of pocketmq._speedups; call ``offset_msg_ids_text``."""
+    prefix = host.hex().upper()
+    return ",".join([f"{prefix}{phy & 0xFFFFFFFFFFFFFFFF:016X}" for phy in phy_offsets])
+
+
+offset_msg_ids_text: Final = native.select("offset_msg_ids_text", offset_msg_ids_text_py)
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:

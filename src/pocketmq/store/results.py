@@ -5,7 +5,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from pocketmq.protocol.message import Host, create_offset_msg_id, create_offset_msg_ids
+from pocketmq.protocol.message import (
+    Host,
+    create_offset_msg_id,
+    create_offset_msg_ids,
+    host_to_bytes,
+    offset_msg_ids_text,
+)
 
 
 class PutStatus(enum.Enum):
@@ -51,6 +57,11 @@ class PutResult:
     @property
     def msg_ids(self) -> list[str]:
         return create_offset_msg_ids(self.store_host, self.phy_offsets)
+
+    @property
+    def msg_ids_text(self) -> str:
+        """``msg_ids`` comma-separated, as a batch's send answer carries them."""
+        return offset_msg_ids_text(host_to_bytes(self.store_host), self.phy_offsets)
 
     @property
     def msg_id(self) -> str:

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import batch, native, properties, pull_body, record_codec
+from pocketmq.protocol import batch, message, native, properties, pull_body, record_codec
 from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
@@ -65,6 +65,7 @@ HOMES = {
     "dispatch_requests": dispatch,
     "consume_queue_put_requests": consume_queue,
     "pull_scan": pull_scan,
+    "offset_msg_ids_text": message,
 }
 
 
@@ -110,6 +111,47 @@ def test_encode_properties(props: dict[str, str]) -> None:
 @given(TEXT)
 def test_decode_properties(text: str) -> None:
     assert_same("decode_properties", text)
+
+
+# Offsets of a put, and past a signed 64-bit field both ways (the reference masks those).
+PHY_OFFSETS = st.lists(
+    st.one_of(
+        st.integers(0, 1 << 40),
+        st.integers(-(1 << 63), (1 << 63) - 1),
+        st.integers(-(1 << 80), 1 << 80),
+        st.sampled_from([-1, 1 << 63, -(1 << 63) - 1, True]),
+    ),
+    max_size=40,
+)
+
+
+@given(st.one_of(st.sampled_from([bytes(8), b"\x7f\x00\x00\x01\x00\x00\x2a\x9f", bytes(20)]),
+                 st.binary(max_size=30)), PHY_OFFSETS)  # fmt: skip
+def test_offset_msg_ids_text(host: bytes, offsets: list[int]) -> None:
+    assert_same("offset_msg_ids_text", host, offsets)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (bytes(8), [1, "2"]),
+        (bytes(8), [1, 2.0]),
+        (bytes(8), (1, 2)),
+        (bytearray(8), [1]),
+        ("0" * 8, [1]),
+        (bytes(8), None),
+    ],
+    ids=repr,
+)
+def test_offset_msg_ids_text_of_other_types(args: tuple[Any, ...]) -> None:
+    assert_same("offset_msg_ids_text", *args)
+
+
+def test_offset_msg_ids_text_is_the_ids_joined() -> None:
+    host = ("10.0.0.7", 10911)
+    offsets = [0, 1234, -1, 1 << 62]
+    text = speedups.offset_msg_ids_text(message.host_to_bytes(host), offsets)
+    assert text.split(",") == message.create_offset_msg_ids(host, offsets)
 
 
 @given(st.lists(st.tuples(TEXT, TEXT), max_size=8))

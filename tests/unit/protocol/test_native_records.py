@@ -97,6 +97,38 @@ def test_many_valid_messages_of_many_queues(msgs: list[MessageExt], store_host: 
             pos += size
 
 
+class _Message(MessageExt):
+    """A subclass: encode_records reads its attributes, not MessageExt's slots."""
+
+    @property  # type: ignore[misc]
+    def topic(self) -> str:
+        return "Sub"
+
+    @topic.setter
+    def topic(self, value: str) -> None:
+        pass
+
+
+@given(st.lists(messages(valid_ints=True), min_size=1, max_size=8), st.sampled_from(STORE_HOSTS))
+def test_subclasses_and_exact_messages_mixed(msgs: list[MessageExt], store_host: bytes) -> None:
+    mixed: list[MessageExt] = []
+    for i, msg in enumerate(msgs):
+        if i % 2:
+            sub = _Message("Sub", msg.body)
+            sub.properties = msg.properties
+            mixed.append(sub)
+        else:
+            mixed.append(msg)
+    encode_both(mixed, store_host)
+
+
+def test_a_message_missing_a_field_fails_alike() -> None:
+    msg = MessageExt("T", b"b")
+    del msg.flag
+    kind, (exc_type, _) = encode_both([MessageExt("T", b"a"), msg], STORE_HOSTS[0])
+    assert (kind, exc_type) == ("raises", AttributeError)
+
+
 def test_a_record_just_over_the_limit_is_refused_alike() -> None:
     msg = MessageExt("T", b"x" * 100)
     kind, (_, (_, sizes, _)) = encode_both([msg], STORE_HOSTS[0])

@@ -55,7 +55,7 @@ def put_response(
     ext: dict[str, object] = dict(region)
     if result.phy_offsets:
         ext |= {
-            "msgId": ",".join(result.msg_ids),
+            "msgId": result.msg_ids_text,
             "queueId": queue_id,
             "queueOffset": result.queue_offset,
         }
