@@ -134,6 +134,9 @@ typedef struct {
 static int
 scratch_put(Scratch *s, const char *p, Py_ssize_t n)
 {
+    if (n == 0) { /* an empty name or value: s->buf may still be NULL */
+        return 0;
+    }
     if (n > s->cap - s->len) {
         Py_ssize_t cap = s->cap ? s->cap : 4096;
         while (n > cap - s->len) {
@@ -306,7 +309,9 @@ encoding_write(const Encoding *e, unsigned char *p, const char *store_host, Py_s
     p += e->topic_len;
     *p++ = (unsigned char)(e->props_len >> 8);
     *p++ = (unsigned char)e->props_len;
-    memcpy(p, props + e->props_at, (size_t)e->props_len);
+    if (e->props_len > 0) { /* props is NULL while every message's properties are empty */
+        memcpy(p, props + e->props_at, (size_t)e->props_len);
+    }
     return p + e->props_len;
 }
 
