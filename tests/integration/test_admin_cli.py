@@ -1,5 +1,6 @@
 """`pocketmq admin` against a live `pocketmq serve`: topics, routes, cluster, send, consume,
-subscription groups."""
+subscription groups. The verbs run in this process (admin_cli); test_admin_verbs also runs
+`python -m pocketmq.cli admin` as a user does, succeeding and failing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_cli import admin, ok
+from admin_cli import admin, admin_process, ok
 from server_procs import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,10 @@ def test_admin_verbs(tmp_path: Path) -> None:
     ns = f"127.0.0.1:{proc.ready['namesrv']}"
     try:
         assert "OK" in ok(ns, "update-topic", "-t", "Orders", "-r", "2", "-w", "2")
-        assert "Orders" in ok(ns, "topic-list").split()
+        # Once as a user runs it: a process of its own, exit status 0, no traceback.
+        listed = admin_process(ns, "topic-list")
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+        assert "Orders" in listed.stdout.split()
         assert '"writeQueueNums": 2' in ok(ns, "topic-route", "-t", "Orders", "--json")
         assert "DefaultCluster" in ok(ns, "cluster-list")
         sent = json.loads(ok(
@@ -42,7 +46,7 @@ def test_admin_verbs(tmp_path: Path) -> None:
         assert missing.returncode == 1 and "17" in missing.stderr
     finally:
         assert proc.stop() == 0
-    down = admin(ns, "topic-list")
+    down = admin_process(ns, "topic-list")
     assert down.returncode == 1 and "cannot connect" in down.stderr
     assert "Traceback" not in down.stderr
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import admin_cli
 import pytest
 from client_helpers import FAST_FROM_FIRST, Collector
 from server_procs import ServerProcess
@@ -80,12 +79,9 @@ class TwoBrokers:
 
 
 async def admin(ns: str, *args: str, code: int = 0) -> str:
-    """One `pocketmq admin` run as a user runs it (off the event loop, so that the clients of
+    """One `pocketmq admin` run (off the event loop, so that the clients of
     the test keep heartbeating); its stdout, or its stderr when it is expected to fail."""
-    out = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "pocketmq.cli", "admin", "-n", ns, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    out = await asyncio.to_thread(admin_cli.admin, ns, *args)
     assert out.returncode == code, out.stderr or out.stdout
     assert "Traceback" not in out.stderr
     return out.stdout if code == 0 else out.stderr

@@ -3,7 +3,7 @@ gRPC sends to one topic on both brokers, remoting pulls by one group) and then e
 that reports it: VIEW_BROKER_STATS_DATA (315), GET_BROKER_CONSUME_STATS (317),
 GET_CONSUME_STATS' consumeTps, GET_BROKER_RUNTIME_INFO's counters, the Prometheus endpoint
 (parsed with prometheus_client's parser) and `pocketmq admin stats-all` /
-`broker-consume-stats` as a user runs them.
+`broker-consume-stats` (in this process, through the CLI's own command group).
 
 The minute window of RocketMQ's statistics is made of 10 s snapshots, so the checks wait
 (with wait_until) for the brokers' next snapshot after the traffic.
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import admin_cli
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -166,10 +165,7 @@ def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 
 def admin(namesrv: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = admin_cli.admin(namesrv, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -293,7 +289,7 @@ async def test_statistics_agree_with_the_traffic(
     lag_key = frozenset({("topic", TOPIC), ("consumer_group", GROUP), *b_common})
     assert ("rocketmq_consumer_lag_messages", lag_key) not in b_metrics  # no offsets there
 
-    # --- the admin verbs, as a user runs them.
+    # --- the admin verbs.
     rows = json.loads(admin(cluster.namesrv, "stats-all", "-t", TOPIC, "--json"))
     assert rows == [{
         "topic": TOPIC, "consumer group": GROUP, "accumulation": B_REMOTING,
