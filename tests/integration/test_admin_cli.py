@@ -5,6 +5,10 @@ subscription groups. The verbs run in this process (admin_cli); test_admin_verbs
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,28 @@ from admin_cli import admin, admin_process, ok
 from server_procs import ServerProcess
 
 pytestmark = pytest.mark.integration
+
+
+def on_terminal(namesrv: str, *args: str) -> tuple[str, str]:
+    """A verb run with its stderr on a terminal (where progress bars show) and its stdout
+    piped: (stdout, what the terminal received)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
+        stdout=subprocess.PIPE, stderr=slave, text=True, env={**os.environ, "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(slave)
+    received = b""
+    try:
+        while chunk := os.read(master, 65536):
+            received += chunk
+    except OSError:  # EIO: the verb exited and closed the terminal
+        pass
+    finally:
+        os.close(master)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, received
+    return stdout, received.decode(errors="replace")
 
 
 def test_admin_verbs(tmp_path: Path) -> None:
@@ -39,6 +65,10 @@ def test_admin_verbs(tmp_path: Path) -> None:
         printed = json.loads(ok(ns, "print-msg", "-t", "Orders", "--json"))
         assert [(m["body"], m["tags"]) for m in printed] == [("hello admin", "A")]
         assert json.loads(ok(ns, "print-msg", "-t", "Orders", "-e", "1", "--json")) == []
+        # Dumping a topic shows a progress bar over its queues on a terminal, off stdout.
+        printed_json, terminal = on_terminal(ns, "print-msg", "-t", "Orders", "--json")
+        assert json.loads(printed_json) == printed
+        assert "reading 2 queues of Orders" in terminal
         progress = ok(ns, "consumer-progress", "-g", "NoSuchGroup", "-t", "Orders")
         assert "total lag: 1" in progress
         assert "OK" in ok(ns, "delete-topic", "-t", "Orders")
