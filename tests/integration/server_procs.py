@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -125,11 +126,57 @@ class BrokerPair:
         return codes
 
 
+# Segments are compared a slice at a time: a CommitLog segment is 1 GiB by default.
+_SLICE = 1 << 24
+
+
+def _data_end(path: Path) -> int:
+    """One past the file's last nonzero byte (0: all zeros). Only the file's data extents are
+    read (SEEK_DATA/SEEK_HOLE), last first: a segment is sparse, and its holes read as zeros."""
+    extents = []
+    with path.open("rb") as f:
+        fd, pos = f.fileno(), 0
+        while True:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data at or after pos
+                    raise
+                break
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, pos))
+        for start, end in reversed(extents):
+            while end > start:
+                begin = max(start, end - _SLICE)
+                f.seek(begin)
+                kept = len(f.read(end - begin).rstrip(b"\0"))
+                if kept:
+                    return begin + kept
+                end = begin
+    return 0
+
+
+def _same_head(a: Path, b: Path, length: int) -> bool:
+    """Whether both files hold the same first ``length`` bytes."""
+    with a.open("rb") as fa, b.open("rb") as fb:
+        while length > 0:
+            mine = fa.read(min(length, _SLICE))
+            if not mine or mine != fb.read(len(mine)):
+                return False
+            length -= len(mine)
+    return True
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    end = _data_end(a)
+    return a.stat().st_size == b.stat().st_size and _data_end(b) == end and _same_head(a, b, end)
+
+
 def commitlog_segments(store: Path) -> list[Path]:
     """A store's CommitLog segments holding data, oldest first (a segment made ahead of the
     writer, all zeros, is left out)."""
     paths = sorted((store / "commitlog").iterdir())
-    while paths and not paths[-1].read_bytes().strip(b"\0"):
+    while paths and not _data_end(paths[-1]):
         paths.pop()
     return paths
 
@@ -141,10 +188,9 @@ def commitlog_is_prefix(slave: Path, master: Path) -> bool:
     theirs = {p.name: p for p in commitlog_segments(master)}
     if not mine or any(p.name not in theirs for p in mine):
         return False
-    if any(p.read_bytes() != theirs[p.name].read_bytes() for p in mine[:-1]):
+    if not all(_same_file(p, theirs[p.name]) for p in mine[:-1]):
         return False
-    data = mine[-1].read_bytes().rstrip(b"\0")
-    return theirs[mine[-1].name].read_bytes()[: len(data)] == data
+    return _same_head(mine[-1], theirs[mine[-1].name], _data_end(mine[-1]))
 
 
 def commitlog_equal(slave: Path, master: Path) -> bool:
@@ -155,8 +201,5 @@ def commitlog_equal(slave: Path, master: Path) -> bool:
     return (
         bool(mine)
         and names == [p.name for p in theirs][-len(mine) :]
-        and all(
-            a.read_bytes() == b.read_bytes()
-            for a, b in zip(mine, theirs[-len(mine) :], strict=True)
-        )
+        and all(_same_file(a, b) for a, b in zip(mine, theirs[-len(mine) :], strict=True))
     )

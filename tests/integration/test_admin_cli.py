@@ -1,17 +1,44 @@
 """`pocketmq admin` against a live `pocketmq serve`: topics, routes, cluster, send, consume,
-subscription groups."""
+subscription groups. The verbs run in this process (admin_cli); test_admin_verbs also runs
+`python -m pocketmq.cli admin` as a user does, succeeding and failing."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from admin_cli import admin, ok
+from admin_cli import admin, admin_process, ok
 from server_procs import ServerProcess
 
 pytestmark = pytest.mark.integration
+
+
+def on_terminal(namesrv: str, *args: str) -> tuple[str, str]:
+    """A verb run with its stderr on a terminal (where progress bars show) and its stdout
+    piped: (stdout, what the terminal received)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
+        stdout=subprocess.PIPE, stderr=slave, text=True, env={**os.environ, "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(slave)
+    received = b""
+    try:
+        while chunk := os.read(master, 65536):
+            received += chunk
+    except OSError:  # EIO: the verb exited and closed the terminal
+        pass
+    finally:
+        os.close(master)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, received
+    return stdout, received.decode(errors="replace")
 
 
 def test_admin_verbs(tmp_path: Path) -> None:
@@ -21,7 +48,10 @@ def test_admin_verbs(tmp_path: Path) -> None:
     ns = f"127.0.0.1:{proc.ready['namesrv']}"
     try:
         assert "OK" in ok(ns, "update-topic", "-t", "Orders", "-r", "2", "-w", "2")
-        assert "Orders" in ok(ns, "topic-list").split()
+        # Once as a user runs it: a process of its own, exit status 0, no traceback.
+        listed = admin_process(ns, "topic-list")
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+        assert "Orders" in listed.stdout.split()
         assert '"writeQueueNums": 2' in ok(ns, "topic-route", "-t", "Orders", "--json")
         assert "DefaultCluster" in ok(ns, "cluster-list")
         sent = json.loads(ok(
@@ -35,6 +65,10 @@ def test_admin_verbs(tmp_path: Path) -> None:
         printed = json.loads(ok(ns, "print-msg", "-t", "Orders", "--json"))
         assert [(m["body"], m["tags"]) for m in printed] == [("hello admin", "A")]
         assert json.loads(ok(ns, "print-msg", "-t", "Orders", "-e", "1", "--json")) == []
+        # Dumping a topic shows a progress bar over its queues on a terminal, off stdout.
+        printed_json, terminal = on_terminal(ns, "print-msg", "-t", "Orders", "--json")
+        assert json.loads(printed_json) == printed
+        assert "reading 2 queues of Orders" in terminal
         progress = ok(ns, "consumer-progress", "-g", "NoSuchGroup", "-t", "Orders")
         assert "total lag: 1" in progress
         assert "OK" in ok(ns, "delete-topic", "-t", "Orders")
@@ -42,7 +76,7 @@ def test_admin_verbs(tmp_path: Path) -> None:
         assert missing.returncode == 1 and "17" in missing.stderr
     finally:
         assert proc.stop() == 0
-    down = admin(ns, "topic-list")
+    down = admin_process(ns, "topic-list")
     assert down.returncode == 1 and "cannot connect" in down.stderr
     assert "Traceback" not in down.stderr
 

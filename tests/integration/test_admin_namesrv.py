@@ -51,8 +51,20 @@ class Cluster:
         self.namesrv.stop()
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for the tests that leave it as they found it (each its own topics and
+    groups; a permission wiped is restored)."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def own_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster for one test alone: it changes the NameServer's config and restarts it."""
     c = Cluster(tmp_path)
     try:
         yield c
@@ -187,7 +199,8 @@ def test_system_and_unit_topic_lists(cluster: Cluster) -> None:
     assert table(ns, "unit-topic-list", "-k", "unit-sub") == [["topic"], ["BothT"], ["SubT"]]
 
 
-def test_namesrv_config_get_update_and_persist(cluster: Cluster, tmp_path: Path) -> None:
+def test_namesrv_config_get_update_and_persist(own_cluster: Cluster, tmp_path: Path) -> None:
+    cluster = own_cluster
     ns = cluster.namesrv.addr
     port = ns.rsplit(":", 1)[1]
 

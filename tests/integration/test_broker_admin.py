@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import admin_cli
 import pytest
 from client_helpers import FAST_FROM_FIRST, Collector
 from server_procs import ServerProcess
@@ -80,12 +79,9 @@ class TwoBrokers:
 
 
 async def admin(ns: str, *args: str, code: int = 0) -> str:
-    """One `pocketmq admin` run as a user runs it (off the event loop, so that the clients of
+    """One `pocketmq admin` run (off the event loop, so that the clients of
     the test keep heartbeating); its stdout, or its stderr when it is expected to fail."""
-    out = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "pocketmq.cli", "admin", "-n", ns, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    out = await asyncio.to_thread(admin_cli.admin, ns, *args)
     assert out.returncode == code, out.stderr or out.stdout
     assert "Traceback" not in out.stderr
     return out.stdout if code == 0 else out.stderr
@@ -161,6 +157,7 @@ async def test_admin_codes_and_verbs_show_the_tests_traffic(cluster: TwoBrokers)
                               consumer.instance.client_id)  # fmt: skip
             await check_query_msg(ns, results[3])
             await check_send_rt(ns)
+            await check_cluster_rt(ns)
         await check_config(inst, cluster, a, b)
     finally:
         await inst.close()
@@ -286,6 +283,10 @@ async def check_config(inst: ClientInstance, cluster: TwoBrokers, a: str, b: str
     await wait_until(lambda: _eq(route_perm(), 4), 20, "broker-a's route read-only")
     err = await admin(ns, "check-msg-send-rt", "-t", TOPIC, "-a", "4", "--json")
     assert '"ok": 0' in err and "code 16" in err  # NO_PERMISSION on broker-a's queues
+    rows = {r["broker"]: r for r in await admin_json(ns, "cluster-rt", "-a", "2")}
+    assert (rows["broker-a"]["successCount"], rows["broker-a"]["failCount"]) == (0, 2)
+    assert "code 16" in rows["broker-a"]["error"]
+    assert (rows["broker-b"]["successCount"], rows["broker-b"]["failCount"]) == (2, 0)
     await admin(ns, "update-broker-config", "-b", a, "-k", "brokerPermission", "-v", "6")
     await wait_until(lambda: _eq(route_perm(), 6), 20, "broker-a's route writable again")
 
@@ -342,3 +343,26 @@ async def check_send_rt(ns: str) -> None:
     assert all(r["maxRtMs"] >= r["avgRtMs"] > 0 for r in rows)
     status = await admin_json(ns, "topic-status", "-t", TOPIC)
     assert sum(q["maxOffset"] for q in status) == SENT + 8
+
+
+async def check_cluster_rt(ns: str) -> None:
+    """cluster-rt (mqadmin's clusterRT) sends to each broker's own topic, named after the
+    broker (TopicConfigManager creates it at start, one queue): the sends land there."""
+    rows = await admin_json(ns, "cluster-rt", "-a", "5", "-s", "32")
+    assert [(r["cluster"], r["broker"], r["successCount"], r["failCount"], r["error"])
+            for r in rows] == [("AdminCluster", name, 5, 0, "")
+                               for name in ("broker-a", "broker-b")]  # fmt: skip
+    assert all(r["rtMs"] > 0 for r in rows)
+    for name in ("broker-a", "broker-b"):
+        [queue] = await admin_json(ns, "topic-status", "-t", name)
+        assert (queue["broker"], queue["maxOffset"]) == (name, 5)
+    # -p prints clusterRT's tlog lines, one per broker and round.
+    lines = (await admin(ns, "cluster-rt", "-c", "AdminCluster", "-a", "2", "-p",
+                         "-m", "room1", "-r", "2", "-i", "0")).splitlines()  # fmt: skip
+    assert [line.split("|")[1:4] for line in lines] == [
+        ["room1", "AdminCluster", "broker-a"],
+        ["room1", "AdminCluster", "broker-b"],
+    ] * 2
+    assert all(line.split("|")[4].isdigit() for line in lines)
+    err = await admin(ns, "cluster-rt", "-c", "NoSuchCluster", code=1)
+    assert "cluster NoSuchCluster does not exist (known clusters: AdminCluster)" in err

@@ -19,7 +19,8 @@ from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.grpc.v2.service_pb2_grpc import MessagingServiceStub
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.remoting import CURRENT_VERSION, RemotingCommand
+from pocketmq.protocol.versions import version_ordinal
 from pocketmq.remoting import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -44,7 +45,8 @@ async def test_a_push_consumer_is_in_the_consumer_table_while_its_stream_lasts(
         ),
         user_agent=pb.UA(language=pb.PYTHON, version="5.1.2"),
     )
-    call = stub.Telemetry(metadata=META, timeout=TIMEOUT_S)
+    # The proxy reads x-mq-client-version as a MQVersion name (ClientActivity).
+    call = stub.Telemetry(metadata=(*META, ("x-mq-client-version", "V5_1_2")), timeout=TIMEOUT_S)
     client = RemotingClient()
     try:
         await call.write(svc.TelemetryCommand(settings=settings))
@@ -60,6 +62,7 @@ async def test_a_push_consumer_is_in_the_consumer_table_while_its_stream_lasts(
         [conn] = cc["connectionSet"]  # Connection
         assert conn["clientId"] == dict(META)["x-mq-client-id"]
         assert conn["language"] == "PYTHON" and conn["clientAddr"].startswith("127.0.0.1:")
+        assert conn["version"] == version_ordinal("V5_1_2")
         assert cc["consumeType"] == "CONSUME_PASSIVELY" and cc["messageModel"] == "CLUSTERING"
         assert cc["subscriptionTable"]["GrpcTableTopic"]["tagsSet"] == ["A", "B"]
 
@@ -112,6 +115,7 @@ async def test_a_5x_producer_is_in_the_producer_table_by_topic(
         [conn] = json_body.loads(resp.body)["connectionSet"]
         assert conn["clientId"] == dict(META)["x-mq-client-id"] and conn["language"] == "GO"
         assert conn["clientAddr"].startswith("127.0.0.1:")
+        assert conn["version"] == CURRENT_VERSION  # no version header: the server's own
     finally:
         call.cancel()
         await client.close()

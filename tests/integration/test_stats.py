@@ -3,7 +3,7 @@ gRPC sends to one topic on both brokers, remoting pulls by one group) and then e
 that reports it: VIEW_BROKER_STATS_DATA (315), GET_BROKER_CONSUME_STATS (317),
 GET_CONSUME_STATS' consumeTps, GET_BROKER_RUNTIME_INFO's counters, the Prometheus endpoint
 (parsed with prometheus_client's parser) and `pocketmq admin stats-all` /
-`broker-consume-stats` as a user runs them.
+`broker-consume-stats` (in this process, through the CLI's own command group).
 
 The minute window of RocketMQ's statistics is made of 10 s snapshots, so the checks wait
 (with wait_until) for the brokers' next snapshot after the traffic.
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import admin_cli
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -49,6 +48,8 @@ A_REMOTING = (3, 4)
 A_GRPC = 5
 B_REMOTING = 6
 A_TOTAL = sum(A_REMOTING) + A_GRPC
+# Delay messages sent to broker-a at the end, for the message_type label.
+DELAYED = 2
 
 
 @dataclass
@@ -92,12 +93,12 @@ async def call(client: RemotingClient, addr: str, code: int, fields: dict[str, A
     return resp
 
 
-async def send(client: RemotingClient, addr: str, queue_id: int, count: int) -> None:
+async def send(client: RemotingClient, addr: str, queue_id: int, count: int, **props: str) -> None:
     for i in range(count):
         fields = {"producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102",
                   "defaultTopicQueueNums": 2, "queueId": queue_id, "sysFlag": 0,
                   "bornTimestamp": int(time.time() * 1000), "flag": 0,
-                  "properties": encode_properties({"UNIQ_KEY": uuid.uuid4().hex}),
+                  "properties": encode_properties({"UNIQ_KEY": uuid.uuid4().hex, **props}),
                   "reconsumeTimes": 0}  # fmt: skip
         resp = await client.invoke(
             addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, b"m%d" % i), 10
@@ -166,10 +167,7 @@ def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 
 def admin(namesrv: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "admin", "-n", namesrv, *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = admin_cli.admin(namesrv, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -268,7 +266,11 @@ async def test_statistics_agree_with_the_traffic(
     common = {("cluster", CLUSTER), ("node_type", "broker"), ("node_id", "broker-a")}
 
     def value(name: str, **labels: str) -> float:
-        return metrics[(name, frozenset({*labels.items(), *common}))]
+        """The sum of the series with these labels (whatever their other labels)."""
+        want = {*labels.items(), *common}
+        found = [v for (n, have), v in metrics.items() if n == name and want <= have]
+        assert found, (name, labels)
+        return sum(found)
 
     assert value("rocketmq_messages_in_total", topic=TOPIC, protocol_type="remoting") == (
         sum(A_REMOTING)
@@ -293,7 +295,7 @@ async def test_statistics_agree_with_the_traffic(
     lag_key = frozenset({("topic", TOPIC), ("consumer_group", GROUP), *b_common})
     assert ("rocketmq_consumer_lag_messages", lag_key) not in b_metrics  # no offsets there
 
-    # --- the admin verbs, as a user runs them.
+    # --- the admin verbs.
     rows = json.loads(admin(cluster.namesrv, "stats-all", "-t", TOPIC, "--json"))
     assert rows == [{
         "topic": TOPIC, "consumer group": GROUP, "accumulation": B_REMOTING,
@@ -311,3 +313,18 @@ async def test_statistics_agree_with_the_traffic(
     assert sum(r["consumer offset"] for r in consume) == A_TOTAL
     table = admin(cluster.namesrv, "broker-consume-stats", "-b", a)
     assert GROUP in table and "Diff Total: 0" in table
+
+    # --- RocketMQ 5's labels (BrokerMetricsManager): message_type and is_system on messages
+    # in, is_system and is_retry on messages out; then delay messages (DELAY level 1).
+    plain = {"topic": TOPIC, "is_system": "false"}
+    assert value("rocketmq_messages_in_total", message_type="normal", protocol_type="remoting",
+                 **plain) == sum(A_REMOTING)  # fmt: skip
+    assert value("rocketmq_messages_in_total", message_type="normal", protocol_type="grpc",
+                 **plain) == A_GRPC  # fmt: skip
+    assert value("rocketmq_messages_out_total", consumer_group=GROUP, is_retry="false",
+                 protocol_type="remoting", **plain) == A_TOTAL  # fmt: skip
+    await send(remoting, a, 0, DELAYED, DELAY="1")
+    metrics = await asyncio.to_thread(scrape, cluster.a.ready["metrics"])
+    assert value("rocketmq_messages_in_total", message_type="delay", **plain) == DELAYED
+    assert value("rocketmq_messages_in_total", message_type="normal", **plain) == A_TOTAL
+    assert value("rocketmq_throughput_in_total", message_type="delay", **plain) > 0

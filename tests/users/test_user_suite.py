@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.testing import PocketMQServer, ServerError, ServerExitError, ServerStartError, server
 from waiting import wait_until, wait_until_sync
 
@@ -103,6 +104,21 @@ def test_a_server_with_acl_enabled_starts_and_refuses_unsigned_admin(tmp_path: P
     acl = PocketMQServer(broker_conf={"aclEnable": "true"}, parent_dir=tmp_path)
     with acl, pytest.raises(ServerError, match=r"creating topic T failed: code \d+"):
         acl.create_topic("T")
+
+
+def test_an_acl_server_takes_topics_and_groups_from_an_admin_account(tmp_path: Path) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(
+        "accounts:\n  - accessKey: TestAdmin01\n    secretKey: admin-secret\n    admin: true\n"
+    )
+    admin = SessionCredentials("TestAdmin01", "admin-secret")
+    conf = {"aclEnable": "true", "aclPlainFile": str(acl_file)}
+    with PocketMQServer(broker_conf=conf, parent_dir=tmp_path) as acl:
+        acl.create_topic("T", queues=2, credentials=admin)  # signed: created and routed
+        acl.create_group("G", fifo=True, credentials=admin)
+        wrong = SessionCredentials("TestAdmin01", "not-the-secret")
+        with pytest.raises(ServerError, match=r"creating group G2 failed: code 1 .*signature"):
+            acl.create_group("G2", credentials=wrong)
 
 
 def test_the_startup_wait_is_bounded(tmp_path: Path) -> None:

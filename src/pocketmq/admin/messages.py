@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,15 +209,19 @@ async def _unregister(client: AdminClient, addr: str, client_id: str) -> None:
         await client.call(addr, RequestCode.UNREGISTER_CLIENT, fields)
 
 
+ReadQueue = tuple[str, str, int]  # broker name, master address, queue id
+
+
 async def messages_by_time(
-    client: AdminClient, topic: str, begin_ms: int, end_ms: int, limit: int
-) -> list[tuple[str, MessageExt]]:
+    client: AdminClient, topic: str, begin_ms: int, end_ms: int, limit: int,
+    progress: Callable[[list[ReadQueue]], Iterable[ReadQueue]] = lambda queues: queues,
+) -> list[tuple[str, MessageExt]]:  # fmt: skip
     """Messages stored in [begin_ms, end_ms] on every queue of topic (each with its broker
     name), the earliest first, at most ``limit`` in all: each queue is read from the offset
     SEARCH_OFFSET_BY_TIMESTAMP gives for begin_ms until a message is stored after end_ms
-    (mqadmin printMsg)."""
+    (mqadmin printMsg). progress wraps the list of queues, for a progress bar."""
     found: list[tuple[str, MessageExt]] = []
-    for name, addr, queue_id in route_read_queues(await client.route(topic)):
+    for name, addr, queue_id in progress(route_read_queues(await client.route(topic))):
         start = await client.call(
             addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
             {"topic": topic, "queueId": queue_id, "timestamp": begin_ms},

@@ -60,6 +60,7 @@ from pocketmq.protocol.names import (
     is_writeable,
     retry_topic,
 )
+from pocketmq.protocol.topic_attributes import message_type_of
 from pocketmq.store import GetResult, MessageFilter, PutResult
 from pocketmq.store.config import BrokerRole
 
@@ -271,6 +272,8 @@ class MessagingService:
                 the transaction service refuses.
         """
         topic = msg.topic
+        # Before the timer and delay rewrites take the properties that make a delay message.
+        message_type = message_type_of(msg.properties)
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp(msg)
         if tx.is_half(msg):
@@ -291,7 +294,7 @@ class MessagingService:
             self.broker.schedule.rewrite(msg)
             result = await self.store.put_messages([msg])
         if result.ok:
-            self.stats.on_put(topic, 1, result.wrote_bytes, protocol)
+            self.stats.on_put(topic, 1, result.wrote_bytes, protocol, message_type)
         return result
 
     async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
@@ -311,7 +314,8 @@ class MessagingService:
             self.stamp(msg)
         result = await self.store.put_messages(msgs)
         if result.ok:
-            self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes)
+            self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes,
+                              message_type=message_type_of(msgs[0].properties))  # fmt: skip
         return result
 
     def stamp(self, msg: MessageExt) -> None:

@@ -5,9 +5,17 @@ DefaultStoreMetricsConstant and their labels (``cluster``, ``node_type``, ``node
 
 - Counters read at scrape time from the statistics' cumulative totals (``broker/stats.py``),
   never counted a second time: ``rocketmq_messages_in_total`` and
-  ``rocketmq_throughput_in_total`` (bytes) by ``topic`` and ``protocol_type``;
+  ``rocketmq_throughput_in_total`` (bytes) by ``topic``, ``message_type`` (normal, fifo,
+  delay, transaction: TopicMessageType's metrics value), ``is_system`` and ``protocol_type``;
   ``rocketmq_messages_out_total`` and ``rocketmq_throughput_out_total`` by ``topic``,
-  ``consumer_group`` and ``protocol_type`` (remoting or grpc).
+  ``consumer_group``, ``is_system``, ``is_retry`` and ``protocol_type`` (remoting or grpc).
+  As in RocketMQ 5's processors, puts to and pulls from retry and dead-letter topics are left
+  out, and a pop from a group's POP retry topic counts under the topic it retries with
+  ``is_retry="true"``. ``is_system``: a system topic (TopicValidator's, with the topics the
+  broker creates for itself: its cluster's, its own name's, the reply and trace topics) or a
+  ``CID_RMQ_SYS_`` group. A delay or transactional message counts under the topic it was sent
+  to (RocketMQ 5 counts it under SCHEDULE_TOPIC_XXXX or the half topic, where its store has
+  moved it, and a delay message again under its topic when delivered).
 - Gauges: ``rocketmq_consumer_lag_messages`` by ``topic`` and ``consumer_group`` (messages stored
   past the group's committed offsets); ``rocketmq_storage_size`` (bytes used on the store's
   disk), ``rocketmq_storage_flush_behind_bytes``, ``rocketmq_storage_dispatch_behind_bytes``,
@@ -52,6 +60,15 @@ from pocketmq.broker.stats import (
     StatsItemSet,
 )
 from pocketmq.errors import RequestError
+from pocketmq.protocol.names import (
+    TRACE_TOPIC,
+    is_dlq_topic,
+    is_retry_topic,
+    is_sys_consumer_group,
+    is_system_topic,
+    pop_retry_origin,
+    reply_topic,
+)
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel
 from pocketmq.remoting.channel import HandlerResult
@@ -122,6 +139,11 @@ class TimedDispatcher(Dispatcher):
         self.latency.observe("remoting", code, response_code, ms)
 
 
+def _flag(value: bool) -> str:
+    """A boolean label as RocketMQ's OpenTelemetry exporter writes it."""
+    return "true" if value else "false"
+
+
 class BrokerCollector(Collector):
     """Builds every family from the broker's state at scrape time."""
 
@@ -136,32 +158,64 @@ class BrokerCollector(Collector):
             "node_type": "broker",
             "node_id": config.broker_name,
         }
+        # System topics of RocketMQ's TopicValidator that a broker adds at start.
+        cluster = config.broker_cluster_name
+        self.own_topics = {cluster, config.broker_name, reply_topic(cluster), TRACE_TOPIC}
 
-    def _counter(
-        self, name: str, doc: str, stats: StatsItemSet, names: tuple[str, ...]
-    ) -> CounterMetricFamily:
-        """A counter family of a stats set's cumulative values, one series per item and
-        protocol that has counted something."""
-        family = CounterMetricFamily(name, doc, labels=[*names, *self.common, "protocol_type"])
+    def _is_system(self, topic: str) -> bool:
+        return is_system_topic(topic) or topic in self.own_topics
+
+    def _in_counter(self, name: str, doc: str, stats: StatsItemSet) -> CounterMetricFamily:
+        """A family of a put stats set: one series per topic, message type and protocol that
+        has counted something."""
+        family = CounterMetricFamily(
+            name, doc, labels=["topic", "message_type", "is_system", *self.common, "protocol_type"]
+        )
         common = list(self.common.values())
         for item in stats.items.values():
+            topic = item.labels[0]
+            if is_retry_topic(topic) or is_dlq_topic(topic):
+                continue
+            system = _flag(self._is_system(topic))
+            for (protocol, kind), value in item.by_labels.items():
+                if value:
+                    family.add_metric([topic, kind.lower(), system, *common,
+                                       PROTOCOL_TYPES[Protocol(protocol)]], value)  # fmt: skip
+        return family
+
+    def _out_counter(self, name: str, doc: str, stats: StatsItemSet) -> CounterMetricFamily:
+        """A family of a get stats set: one series per topic, group, retry flag and protocol
+        that has counted something."""
+        family = CounterMetricFamily(name, doc, labels=[
+            "topic", "consumer_group", "is_system", "is_retry", *self.common, "protocol_type",
+        ])  # fmt: skip
+        common = list(self.common.values())
+        for item in stats.items.values():
+            topic, group = item.labels
+            origin = pop_retry_origin(group, topic)
+            if origin is not None:
+                topic, retry = origin, "true"
+            elif is_retry_topic(topic) or is_dlq_topic(topic):
+                continue
+            else:
+                retry = "false"
+            system = _flag(self._is_system(topic) or is_sys_consumer_group(group))
             for protocol, value in enumerate(item.by_protocol):
                 if value:
-                    family.add_metric([*item.labels, *common, PROTOCOL_TYPES[Protocol(protocol)]],
-                                      value)  # fmt: skip
+                    family.add_metric([topic, group, system, retry, *common,
+                                       PROTOCOL_TYPES[Protocol(protocol)]], value)  # fmt: skip
         return family
 
     def collect(self) -> Iterator[Metric]:
         sets = self.broker.stats.sets
-        topic, group = ("topic",), ("topic", "consumer_group")
-        yield self._counter("rocketmq_messages_in", "Total number of incoming messages",
-                            sets[TOPIC_PUT_NUMS], topic)  # fmt: skip
-        yield self._counter("rocketmq_throughput_in", "Total traffic of incoming messages",
-                            sets[TOPIC_PUT_SIZE], topic)  # fmt: skip
-        yield self._counter("rocketmq_messages_out", "Total number of outgoing messages",
-                            sets[GROUP_GET_NUMS], group)  # fmt: skip
-        yield self._counter("rocketmq_throughput_out", "Total traffic of outgoing messages",
-                            sets[GROUP_GET_SIZE], group)  # fmt: skip
+        yield self._in_counter("rocketmq_messages_in", "Total number of incoming messages",
+                               sets[TOPIC_PUT_NUMS])  # fmt: skip
+        yield self._in_counter("rocketmq_throughput_in", "Total traffic of incoming messages",
+                               sets[TOPIC_PUT_SIZE])  # fmt: skip
+        yield self._out_counter("rocketmq_messages_out", "Total number of outgoing messages",
+                                sets[GROUP_GET_NUMS])  # fmt: skip
+        yield self._out_counter("rocketmq_throughput_out", "Total traffic of outgoing messages",
+                                sets[GROUP_GET_SIZE])  # fmt: skip
         yield self._lag()
         yield from self._storage()
         yield self._rpc_latency()

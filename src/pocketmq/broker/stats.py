@@ -11,9 +11,10 @@
   GET_BROKER_RUNTIME_INFO prints: every put and every message a pull or pop handed out,
   sampled each second (600 kept) for ``putTps``/``getTransferedTps``-style "10 s, 1 min,
   10 min" TPS strings, and the totals at the last two local midnights.
-- Cumulative per-protocol totals (remoting, gRPC) of the topic and group items, which the
-  Prometheus collector (``broker/metrics.py``) reads at scrape time: there is one counting
-  point, this module.
+- Cumulative totals of the topic and group items by (protocol, kind), which the Prometheus
+  collector (``broker/metrics.py``) reads at scrape time: there is one counting point, this
+  module. The kind of a put is its message type (RocketMQ 5's ``message_type`` label); gets
+  have none (their labels follow from the topic and group).
 
 Counting is one call per put batch or pull answer (``on_put``, ``on_get``), never per message.
 Sampling is driven by ``sample`` (the broker calls it when due; tests call it after moving a
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from pocketmq.clock import Clock
+from pocketmq.protocol.topic_attributes import TopicMessageType
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -98,22 +100,33 @@ def _window(samples: deque[_Sample]) -> StatsSnapshot:
 class StatsItem:
     """One key of a stats set: cumulative value and calls, and its three windows."""
 
-    __slots__ = ("by_protocol", "day", "hour", "labels", "minute", "times", "value")
+    __slots__ = ("by_labels", "day", "hour", "labels", "minute", "times", "value")
 
     def __init__(self, labels: tuple[str, ...]) -> None:
         self.value = 0
         self.times = 0
-        # The value split by Protocol: what the metrics report cumulatively.
-        self.by_protocol = [0, 0]
+        # The value split by (Protocol, kind): what the metrics report cumulatively.
+        self.by_labels: dict[tuple[int, str], int] = {}
         self.labels = labels
         self.minute: deque[_Sample] = deque(maxlen=7)
         self.hour: deque[_Sample] = deque(maxlen=7)
         self.day: deque[_Sample] = deque(maxlen=25)
 
-    def add(self, value: int, times: int = 1, protocol: int = Protocol.REMOTING) -> None:
+    def add(
+        self, value: int, times: int = 1, protocol: int = Protocol.REMOTING, kind: str = ""
+    ) -> None:
         self.value += value
         self.times += times
-        self.by_protocol[protocol] += value
+        key = (protocol, kind)
+        self.by_labels[key] = self.by_labels.get(key, 0) + value
+
+    @property
+    def by_protocol(self) -> list[int]:
+        """The value split by Protocol (remoting, gRPC)."""
+        split = [0, 0]
+        for (protocol, _), value in self.by_labels.items():
+            split[protocol] += value
+        return split
 
     def sample(self, window: deque[_Sample], now_ms: int, period_ms: int) -> None:
         """A snapshot into ``window``; a new item's first one starts from zero one period
@@ -208,16 +221,19 @@ class BrokerStatsManager:
 
     # ------------------------------------------------------------------ counting (hot path)
 
-    def on_put(self, topic: str, nums: int, size: int, protocol: int = Protocol.REMOTING) -> None:
-        """A producer's put of ``nums`` messages, ``size`` bytes, stored in one append
-        (SendMessageProcessor: incTopicPutNums, incTopicPutSize, incBrokerPutNums)."""
+    def on_put(
+        self, topic: str, nums: int, size: int, protocol: int = Protocol.REMOTING,
+        message_type: str = TopicMessageType.NORMAL,
+    ) -> None:  # fmt: skip
+        """A producer's put of ``nums`` messages of one type, ``size`` bytes, stored in one
+        append (SendMessageProcessor: incTopicPutNums, incTopicPutSize, incBrokerPutNums)."""
         items = self._put_items.get(topic)
         if items is None:
             items = self._put_items[topic] = (
                 self._topic_put_nums.item(topic), self._topic_put_size.item(topic)
             )  # fmt: skip
-        items[0].add(nums, 1, protocol)
-        items[1].add(size, 1, protocol)
+        items[0].add(nums, 1, protocol, message_type)
+        items[1].add(size, 1, protocol, message_type)
         self._broker_put.add(nums, 1)
         self.put_total += nums
         self.put_size_total += size

@@ -1,12 +1,14 @@
 """``pocketmq admin`` verbs over the broker admin codes mqadmin uses for topics, groups and
 broker settings: topic-status (202), consumer-connection (203),
 producer-connection (204), topic-consumed-by (300), clone-group-offset (314),
-get-broker-config (26), update-broker-config (25) and check-msg-send-rt (310). The requests
-are the admin library's; this module parses options and prints (tables, or ``--json``).
+get-broker-config (26), update-broker-config (25), check-msg-send-rt and cluster-rt
+(310). The requests are the admin library's; this module parses options and prints (tables,
+or ``--json``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import click
@@ -29,6 +31,11 @@ def _time(ms: int) -> str:
     if ms <= 0:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+
+
+def _half_up(ms: float) -> int:
+    """Rounded half up, as clusterRT's tlog lines are (Python's round() goes half to even)."""
+    return math.floor(ms + 0.5)
 
 
 def _emit_connections(conns: list[connections.ClientConnection], as_json: bool, title: str) -> None:
@@ -190,7 +197,7 @@ def check_msg_send_rt(namesrv: str, topic: str, amount: int, size: int, as_json:
 
     async def go(c: admin_lib.AdminClient) -> list[send_rt.SendSample]:
         queues = await send_rt.topic_write_queues(c, topic)
-        body = b"x" * size
+        body = send_rt.message_body(size)
         targets = [queues[i % len(queues)] for i in range(amount)]
         return [await send_rt.send_one(c, q, topic, body) for q in progress(targets, "sending")]
 
@@ -202,14 +209,61 @@ def check_msg_send_rt(namesrv: str, topic: str, amount: int, size: int, as_json:
              round(sum(x.rt_ms for x in s) / len(s), 3), round(max(x.rt_ms for x in s), 3),
              next((x.detail for x in s if not x.ok), ""))
             for (b, q), s in sorted(by_queue.items())]  # fmt: skip
-    avg = sum(x.rt_ms for x in samples) / len(samples)
     columns = ["broker", "queue", "sent", "ok", "avgRtMs", "maxRtMs", "error"]
-    footer = f"avg RT {avg:.3f} ms over {len(samples)} sends"
+    footer = (f"avg RT {send_rt.average_rt_ms(samples):.3f} ms over {len(samples)} sends "
+              "(the first, a warm-up, left out)")  # fmt: skip
     emit_table(columns, rows, as_json=as_json, footer=footer)
+
+
+@click.command("cluster-rt")
+@click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True,
+              help="Messages sent to each broker per round.")  # fmt: skip
+@click.option("-s", "--size", type=click.IntRange(1), default=128, show_default=True,
+              help="Body size in bytes.")  # fmt: skip
+@click.option("-c", "--cluster", default=None, help="One cluster (default: every cluster).")
+@click.option("-p", "--print-as-tlog", is_flag=True,
+              help="Per broker: time|machine room|cluster|broker|RT (rounded ms).")  # fmt: skip
+@click.option("-m", "--machine-room", default="noname", show_default=True,
+              help="The machine room named in --print-as-tlog lines.")  # fmt: skip
+@click.option("-i", "--interval", type=click.FloatRange(0), default=10, show_default=True,
+              help="Seconds between rounds.")  # fmt: skip
+@click.option("-r", "--rounds", type=click.IntRange(0), default=1, show_default=True,
+              help="Rounds to run; 0 runs until interrupted, as mqadmin does.")  # fmt: skip
+@json_option
+@click.pass_obj
+def cluster_rt(
+    namesrv: str, amount: int, size: int, cluster: str | None, print_as_tlog: bool,
+    machine_room: str, interval: float, rounds: int, as_json: bool,
+) -> None:  # fmt: skip
+    """Send AMOUNT messages to every broker's own topic (named after the broker) and report
+    each broker's average round trip and its successful and failed sends."""
+    body = send_rt.message_body(size)
+
+    async def one_round(c: admin_lib.AdminClient) -> list[send_rt.BrokerRT]:
+        pairs = await send_rt.cluster_brokers(c, cluster)
+        return [await send_rt.broker_rt(c, cl, b, amount, body)
+                for cl, b in progress(pairs, "sending")]  # fmt: skip
+
+    done = 0
+    while True:
+        found = run_admin(namesrv, one_round)
+        if print_as_tlog:
+            now = time.strftime("%Y-%m-%d %H:%M:%S")
+            for r in found:
+                click.echo(f"{now}|{machine_room}|{r.cluster}|{r.broker_name}|{_half_up(r.rt_ms)}")
+        else:
+            rows = [(r.cluster, r.broker_name, round(r.rt_ms, 3), r.success, r.fail, r.detail)
+                    for r in found]  # fmt: skip
+            emit_table(["cluster", "broker", "rtMs", "successCount", "failCount", "error"], rows,
+                       as_json=as_json)  # fmt: skip
+        done += 1
+        if done == rounds:
+            return
+        time.sleep(interval)
 
 
 GROUPS_TOPICS_VERBS = (
     topic_status, consumer_connection, producer_connection,
     topic_consumed_by, clone_group_offset, get_broker_config, update_broker_config,
-    check_msg_send_rt,
+    check_msg_send_rt, cluster_rt,
 )  # fmt: skip

@@ -10,7 +10,7 @@ import click
 from pocketmq.admin import messages
 from pocketmq.cli.admin import run_admin
 from pocketmq.cli.options import parse_epoch_ms
-from pocketmq.cli.output import emit_table, json_option
+from pocketmq.cli.output import emit_table, json_option, progress
 from pocketmq.protocol.message import MessageConst, MessageExt
 
 
@@ -69,6 +69,10 @@ def print_msg(namesrv: str, topic: str, begin: str, end: str, limit: int, as_jso
     (mqadmin printMsg; commits no offset)."""
     begin_ms, end_ms = parse_epoch_ms(begin, "-b"), parse_epoch_ms(end, "-e")
     found = run_admin(
-        namesrv, lambda c: messages.messages_by_time(c, topic, begin_ms, end_ms, limit)
-    )
+        namesrv,
+        lambda c: messages.messages_by_time(
+            c, topic, begin_ms, end_ms, limit,
+            progress=lambda queues: progress(queues, f"reading {len(queues)} queues of {topic}"),
+        ),
+    )  # fmt: skip
     _emit_messages(found, as_json)

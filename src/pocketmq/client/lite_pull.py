@@ -65,6 +65,10 @@ class LitePullConsumer(RebalancingConsumer):
 
     async def shutdown(self) -> None:
         if not self._running:
+            # Never started, it may still have asked the NameServer (fetch_message_queues):
+            # an instance of its own closes those connections.
+            if self._own_instance:
+                await self.instance.close()
             return
         await self._stop_base()
         if self.auto_commit:

@@ -16,7 +16,8 @@ from typing import Any
 
 from pocketmq.broker.connections import DEFAULT_LANGUAGE
 from pocketmq.protocol.codes import LanguageCode
-from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.remoting import CURRENT_VERSION, RemotingCommand
+from pocketmq.protocol.versions import version_ordinal
 
 # The proxy's values for a 5.x consumer (ConsumeType by client type; 5.x consumers are always
 # clustering and start from the group's offset, else the queue's end).
@@ -50,9 +51,17 @@ def language_of(name: str) -> str:
     return name if name in LanguageCode.__members__ else LanguageCode.OTHER.name
 
 
-def consumer_channel(peer: str, language: str) -> GrpcConsumerChannel:
+def client_version(header: str) -> int:
+    """The version a 5.x client is registered with, as the proxy's ClientActivity parses its
+    ``x-mq-client-version``: upper-cased, a MQVersion name ("v5_0_5" is V5_0_5); anything
+    else (none, or "5.0.5" as the official clients send it) is the server's own version."""
+    found = version_ordinal(header.upper()) if header else None
+    return CURRENT_VERSION if found is None else found
+
+
+def consumer_channel(peer: str, language: str, version: int) -> GrpcConsumerChannel:
     """The stand-in of one Telemetry stream's consumer."""
-    return GrpcConsumerChannel(peer, {"language": language, "version": 0})
+    return GrpcConsumerChannel(peer, {"language": language, "version": version})
 
 
 def consumer_data(group: str, push: bool) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pocketmq.grpc.activity import Activity
 from pocketmq.grpc.calls import ClientMeta, Context, client_meta, peer_host
 from pocketmq.grpc.consumer_channel import (
     GrpcConsumerChannel,
+    client_version,
     consumer_channel,
     consumer_data,
     language_of,
@@ -45,6 +46,7 @@ from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.message import MessageExt
 from pocketmq.protocol.names import SubscriptionData
+from pocketmq.protocol.remoting import CURRENT_VERSION
 from pocketmq.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -69,9 +71,11 @@ class Outbox:
     """What one Telemetry stream sends to its client."""
 
     client_id: str
-    # The client's address and language, for the producer and consumer tables' connections.
+    # The client's address, language and version, for the producer and consumer tables'
+    # connections.
     peer: str = ""
     language: str = DEFAULT_LANGUAGE
+    version: int = CURRENT_VERSION
     # The producer groups this stream is the checker of, with its checker of each.
     checkers: dict[str, StreamChecker] = field(default_factory=dict)
     # A consumer's registration in the consumer table: its stand-in channel, ConsumerData and
@@ -140,7 +144,8 @@ class TelemetryActivity(Activity):
                 pass
             return
         host, port = peer_host(context)
-        outbox = Outbox(meta.client_id, f"{host}:{port}", language_of(meta.language))
+        outbox = Outbox(meta.client_id, f"{host}:{port}", language_of(meta.language),
+                        client_version(meta.client_version))  # fmt: skip
         self.renewer.connected(meta.client_id)
         reader = asyncio.create_task(self._read_commands(request_iterator, meta, outbox))
         try:
@@ -242,7 +247,7 @@ class TelemetryActivity(Activity):
         its newest stream."""
         outbox = self._streams.get(client_id)
         if outbox is not None:
-            connection = Connection(client_id, outbox.peer, outbox.language)
+            connection = Connection(client_id, outbox.peer, outbox.language, outbox.version)
             for group, checker in outbox.checkers.items():
                 self.broker.producers.register(group, client_id, checker, connection)
 
@@ -254,7 +259,8 @@ class TelemetryActivity(Activity):
         data = consumer_data(group, settings.client_type == pb.PUSH_CONSUMER)
         subs = [convert.subscription_data(convert.wrap(e.topic), e.expression)
                 for e in settings.subscription.subscriptions]  # fmt: skip
-        outbox.consumer = (consumer_channel(outbox.peer, outbox.language), data, subs)
+        channel = consumer_channel(outbox.peer, outbox.language, outbox.version)
+        outbox.consumer = (channel, data, subs)
         self._consumer_streams[outbox.client_id] = outbox
         self.renew_consumer(outbox.client_id)
 

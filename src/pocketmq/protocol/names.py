@@ -73,6 +73,13 @@ def pop_retry_topic(group: str, topic: str) -> str:
     return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
 
 
+def pop_retry_origin(group: str, topic: str) -> str | None:
+    """The topic a group's POP retry topic retries (pop_retry_topic's inverse); None when
+    ``topic`` is not one of the group's POP retry topics."""
+    prefix = pop_retry_topic(group, "")
+    return topic[len(prefix) :] if topic.startswith(prefix) and topic != prefix else None
+
+
 def reply_topic(cluster: str) -> str:
     """The topic replies are sent to in a cluster; every broker of it has the topic."""
     return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
@@ -108,8 +115,13 @@ _SYSTEM_GROUPS: Final = frozenset(
 _SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
 
 
+def is_sys_consumer_group(group: str) -> bool:
+    """MixAll.isSysConsumerGroup: a group named with the CID_RMQ_SYS_ prefix."""
+    return group.startswith(_SYSTEM_GROUP_PREFIX)
+
+
 def is_system_group(group: str) -> bool:
-    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIX)
+    return group in _SYSTEM_GROUPS or is_sys_consumer_group(group)
 
 
 def is_system_topic(topic: str) -> bool:

@@ -1,6 +1,7 @@
 """RocketMQ version names from the ordinal a remoting request carries in ``version``
-(MQVersion.Version): the names in their declared order, and the lookup as
-MQVersion.getVersionDesc does it (an ordinal past the end is the last name). No I/O here.
+(MQVersion.Version): the names in their declared order, the lookup as
+MQVersion.getVersionDesc does it (an ordinal past the end is the last name) and the reverse
+(Version.valueOf). No I/O here.
 """
 
 from __future__ import annotations
@@ -39,3 +40,11 @@ def version_name(ordinal: int) -> str:
     if ordinal < 0:
         return f"unknown version {ordinal}"
     return VERSION_NAMES[min(ordinal, len(VERSION_NAMES) - 1)]
+
+
+_ORDINALS: Final = {name: ordinal for ordinal, name in enumerate(VERSION_NAMES)}
+
+
+def version_ordinal(name: str) -> int | None:
+    """MQVersion.Version.valueOf(name).ordinal(); None for a name it does not declare."""
+    return _ORDINALS.get(name)

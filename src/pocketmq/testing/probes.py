@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from pocketmq.protocol.acl_sign import SessionCredentials, sign_request
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
 from pocketmq.protocol.remoting import RemotingCommand
 
@@ -34,16 +35,21 @@ def remoting_call(
     *,
     body: bytes = b"",
     timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
 ) -> RemotingCommand:
-    """Send one remoting request to ``addr`` (``host:port``) and return the response.
+    """Send one remoting request to ``addr`` (``host:port``) and return the response; signed
+    with ``credentials`` (ACL) when given, as the admin library signs.
 
     Raises:
         OSError: the connection failed, timed out or closed before the response came.
         RemoteProtocolError: the peer sent a malformed frame.
     """
     conn = RemotingConnection()
+    request = RemotingCommand.request(code, fields, body)
+    if credentials is not None:
+        sign_request(request, credentials)
     with socket.create_connection(_address(addr), timeout=timeout_s) as sock:
-        sock.sendall(conn.send(RemotingCommand.request(code, fields, body)))
+        sock.sendall(conn.send(request))
         while True:
             data = sock.recv(65536)
             if not data:

@@ -33,9 +33,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pocketmq.errors import PocketMQError
+
+if TYPE_CHECKING:
+    from pocketmq.protocol.acl_sign import SessionCredentials
 
 # Readiness is polled: each step costs three local requests once the ready file exists.
 _POLL_INTERVAL_S = 0.02
@@ -291,7 +294,7 @@ class PocketMQServer:
 
     def create_topic(
         self, topic: str, *, queues: int = 8, message_type: str | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = 10.0, credentials: SessionCredentials | None = None,
     ) -> None:  # fmt: skip
         """Create ``topic`` on the broker (as ``mqadmin updateTopic``) and wait until the
         NameServer routes it. 5.x clients need this: their QueryRoute creates no topic.
@@ -300,6 +303,9 @@ class PocketMQServer:
             queues: read and write queue count.
             message_type: the topic's ``message.type`` attribute for 5.x producers
                 (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``); None leaves it unset.
+            credentials: an admin account's keys for a server with ``aclEnable``
+                (``pocketmq.protocol.acl_sign.SessionCredentials(access_key, secret_key)``,
+                as the admin library takes them); the requests are signed with them.
 
         Raises:
             ServerError: the broker refused, or the route did not appear within ``timeout_s``.
@@ -315,24 +321,27 @@ class PocketMQServer:
         }  # fmt: skip
         if message_type is not None:
             fields["attributes"] = f"+message.type={message_type}"
-        resp = remoting_call(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        resp = remoting_call(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields,
+                             credentials=credentials)  # fmt: skip
         if resp.code != ResponseCode.SUCCESS:
             raise ServerError(f"creating topic {topic} failed: code {resp.code} {resp.remark}")
         deadline = time.monotonic() + timeout_s
         while True:
-            route = remoting_call(
-                self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
-            )
+            route = remoting_call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                  {"topic": topic}, credentials=credentials)  # fmt: skip
             if route.code == ResponseCode.SUCCESS:
                 return
             if time.monotonic() >= deadline:
                 raise ServerError(f"the NameServer had no route for {topic} after {timeout_s:g} s")
             time.sleep(_POLL_INTERVAL_S)
 
-    def create_group(self, group: str, *, fifo: bool = False, retry_max_times: int = 16) -> None:
+    def create_group(
+        self, group: str, *, fifo: bool = False, retry_max_times: int = 16,
+        credentials: SessionCredentials | None = None,
+    ) -> None:  # fmt: skip
         """Create or replace consumer group ``group`` (as ``mqadmin updateSubGroup``).
         A 5.x FIFO consumer needs ``fifo=True`` (consumeMessageOrderly); other groups are
-        created on first use.
+        created on first use. ``credentials`` as ``create_topic`` takes them.
 
         Raises:
             ServerError: the broker refused.
@@ -345,16 +354,18 @@ class PocketMQServer:
         body = {"groupName": group, "consumeMessageOrderly": fifo, "retryMaxTimes": retry_max_times}
         resp = remoting_call(
             self.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-            body=json_body.dumps(body),
+            body=json_body.dumps(body), credentials=credentials,
         )  # fmt: skip
         if resp.code != ResponseCode.SUCCESS:
             raise ServerError(f"creating group {group} failed: code {resp.code} {resp.remark}")
 
     async def create_topic_async(
-        self, topic: str, *, queues: int = 8, message_type: str | None = None
-    ) -> None:
+        self, topic: str, *, queues: int = 8, message_type: str | None = None,
+        credentials: SessionCredentials | None = None,
+    ) -> None:  # fmt: skip
         """``create_topic`` on a worker thread, for async tests."""
-        await asyncio.to_thread(self.create_topic, topic, queues=queues, message_type=message_type)
+        await asyncio.to_thread(self.create_topic, topic, queues=queues,
+                                message_type=message_type, credentials=credentials)  # fmt: skip
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ from typing import Any
 
 from pocketmq.admin.broker_config import format_properties_text, parse_properties_text
 from pocketmq.admin.msg_query import filtered_by_tags
-from pocketmq.admin.send_rt import WriteQueue, write_queues
+from pocketmq.admin.send_rt import SendSample, WriteQueue, average_rt_ms, message_body, write_queues
 from pocketmq.admin.topic_stats import route_masters
 
 ROUTE: dict[str, Any] = {
@@ -32,6 +32,16 @@ def test_route_masters_and_write_queues() -> None:
         WriteQueue("a", "10.0.0.1:10911", 1),
         WriteQueue("b", "10.0.0.2:10911", 0),
     ]
+
+
+def test_the_average_round_trip_leaves_the_warm_up_send_out() -> None:
+    # CheckMsgSendRTCommand and ClusterSendMsgRTCommand divide by amount - 1, skipping send 0.
+    queue = WriteQueue("a", "10.0.0.1:10911", 0)
+    samples = [SendSample(queue, True, ms, "") for ms in (50.0, 2.0, 4.0)]
+    assert average_rt_ms(samples) == 3.0
+    assert average_rt_ms(samples[:1]) == 50.0
+    assert average_rt_ms([]) == 0.0
+    assert message_body(3) == b"aaa"
 
 
 def test_properties_text_round_trip() -> None:

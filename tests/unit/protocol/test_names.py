@@ -66,6 +66,11 @@ def test_builders() -> None:
     assert names.retry_topic("G") == "%RETRY%G"
     assert names.dlq_topic("G") == "%DLQ%G"
     assert names.pop_retry_topic("G", "T") == "%RETRY%G_T"
+    assert names.pop_retry_origin("G", "%RETRY%G_T") == "T"
+    assert names.pop_retry_origin("G", "%RETRY%G") is None  # a 4.x retry topic
+    assert names.pop_retry_origin("H", "%RETRY%G_T") is None
+    assert names.is_sys_consumer_group("CID_RMQ_SYS_TRANS")
+    assert not names.is_sys_consumer_group("TOOLS_CONSUMER")
     assert names.revive_topic("C") == "rmq_sys_REVIVE_LOG_C"
     assert names.group_of_retry_topic("%RETRY%G") == "G"
     assert names.group_of_retry_topic("T") == "T"
