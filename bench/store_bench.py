@@ -1,9 +1,11 @@
 """`make bench`: the store append benchmark in the two configurations BENCHMARKS.md records.
 
-1 KiB messages; ASYNC_FLUSH with one writer, and SYNC_FLUSH with 64 concurrent writers (group
-commit). Each run prints the store's throughput next to a raw sequential write of the same
-bytes to a plain file on the same disk, measured in the same invocation; the SYNC_FLUSH run also
-next to the disk's fsync-bound rate for batches of 64 records (write + fdatasync per batch).
+1 KiB messages; ASYNC_FLUSH with one writer putting one message at a time, and putting batches
+of 256 to one queue (a producer's send_batch, as the peer harness's W1 sends), and SYNC_FLUSH with
+64 concurrent writers (group commit). Each run prints the store's throughput next to a raw
+sequential write of the same bytes to a plain file on the same disk, measured in the same
+invocation; the SYNC_FLUSH run also next to the disk's fsync-bound rate for batches of 64
+records (write + fdatasync per batch).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import orjson
 
 RUNS = [
     ("async, 1 writer", ["--flush", "async", "--writers", "1"]),
+    ("async, batch 256", ["--flush", "async", "--writers", "1", "--batch", "256"]),
     ("sync, 64 writers", ["--flush", "sync", "--writers", "64"]),
 ]
 

@@ -7,7 +7,8 @@
   and the shared root modules: never ``store``, ``broker`` or ``namesrv``.
 - ``admin`` (the admin library) is a client too: the same rule as ``client``.
 - ``testing`` reaches only ``protocol`` and ``errors``: its server is a child process.
-- Nothing imports ``cli``.
+- Nothing imports ``cli``; ``cli.main`` (what every ``pocketmq admin ...`` call loads) reaches
+  no server-side package: the servers' commands are imported when invoked.
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run.
 """
@@ -162,6 +163,12 @@ def test_nothing_imports_the_cli() -> None:
             m for m in _imports(module) if m == "pocketmq.cli" or m.startswith("pocketmq.cli.")
         )
         assert not cli, f"{module} imports {cli}"
+
+
+def test_the_cli_entry_point_reaches_no_server_side_package() -> None:
+    forbidden = ("pocketmq.store", "pocketmq.broker", "pocketmq.namesrv", "pocketmq.grpc.")
+    reached = sorted(m for m in _reachable("pocketmq.cli.main") if m.startswith(forbidden))
+    assert not reached, f"pocketmq.cli.main reaches {reached}"
 
 
 def test_testing_reaches_only_the_protocol() -> None:

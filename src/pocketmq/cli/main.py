@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -15,9 +16,6 @@ from pocketmq.cli.admin import admin
 from pocketmq.cli.admin_groups_topics import GROUPS_TOPICS_VERBS
 from pocketmq.cli.admin_query_msg import QUERY_MSG_VERBS
 from pocketmq.cli.admin_stats import broker_consume_stats, stats_all
-from pocketmq.cli.dashboard import dashboard
-from pocketmq.cli.servers import broker, namesrv, serve
-from pocketmq.cli.store_cmd import store
 from pocketmq.protocol import native
 
 T = TypeVar("T")
@@ -32,7 +30,39 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(coro)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose heavy commands are imported when invoked: the servers pull in grpcio,
+    protobuf, the broker and the store (about half a second), which `pocketmq admin ...`
+    must not pay on every call."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.lazy.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), target
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        "store": "pocketmq.cli.store_cmd:store",
+        "namesrv": "pocketmq.cli.servers:namesrv",
+        "broker": "pocketmq.cli.servers:broker",
+        "serve": "pocketmq.cli.servers:serve",
+        "dashboard": "pocketmq.cli.dashboard:dashboard",
+    },
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(
     __version__,
     prog_name="pocketmq",
@@ -45,12 +75,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-cli.add_command(store)
-cli.add_command(namesrv)
-cli.add_command(broker)
-cli.add_command(serve)
 cli.add_command(admin)
-cli.add_command(dashboard)
 for _verb in (
     admin_brokers.broker_status,
     admin_brokers.wipe_write_perm,

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pocketmq.grpc.server import DEFAULT_GRPC_PORT
+from pocketmq.grpc import DEFAULT_GRPC_PORT
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -24,7 +24,7 @@ from pocketmq.broker.stats import Protocol
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.broker.transaction.service import EndTransaction
 from pocketmq.errors import RequestError
-from pocketmq.grpc import convert
+from pocketmq.grpc import DEFAULT_GRPC_PORT, convert
 from pocketmq.grpc.acl import refusal
 from pocketmq.grpc.activity import boundary
 from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_meta, peer_host
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# RocketMQ's proxy port for gRPC clients.
-DEFAULT_GRPC_PORT = 8081
 # The largest request accepted (the proxy's grpcMaxInboundMessageSize).
 MAX_INBOUND_MESSAGE_BYTES = 130 * 1024 * 1024
 
