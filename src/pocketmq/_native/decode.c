@@ -99,13 +99,30 @@ be64(const unsigned char *p)
     return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
 }
 
-/* Values repeated across the records of one body: the topic and the two hosts. */
+/* Property names, and their last short value, seen in earlier records of the same body. */
+#define PROPERTY_CACHE 8
+#define PROPERTY_RAW_MAX 40
+
+struct property_seen {
+    PyObject *name;
+    Py_ssize_t name_len;
+    unsigned char name_raw[PROPERTY_RAW_MAX];
+    PyObject *value; /* NULL: the last value was too long to keep */
+    Py_ssize_t value_len;
+    unsigned char value_raw[PROPERTY_RAW_MAX];
+};
+
+/* Values repeated across the records of one body: the topic, the two hosts, and the
+ * properties' names and values (a producer's cluster, region and flags recur on every
+ * record; its UNIQ_KEY does not). */
 struct repeats {
     PyObject *topic;
     unsigned char topic_raw[64];
     Py_ssize_t topic_len;
     PyObject *host[2];
     unsigned char host_raw[2][8];
+    int properties_seen;
+    struct property_seen property[PROPERTY_CACHE];
 };
 
 static void
@@ -114,6 +131,11 @@ repeats_clear(struct repeats *r)
     Py_CLEAR(r->topic);
     Py_CLEAR(r->host[0]);
     Py_CLEAR(r->host[1]);
+    for (int i = 0; i < r->properties_seen; i++) {
+        Py_CLEAR(r->property[i].name);
+        Py_CLEAR(r->property[i].value);
+    }
+    r->properties_seen = 0;
 }
 
 /* A new reference to ("a.b.c.d", port) for the 8 bytes at raw. */
@@ -178,11 +200,147 @@ offset_msg_id(const unsigned char *store_host, const unsigned char *phy_offset)
     return id;
 }
 
-/* Decodes the record filling rec[0..limit). Returns a new MessageExt; or NULL with an
- * exception set; or NULL with none set when the record is off the fast path (the caller asks
- * the reference). */
+/* A new reference to the UTF-8 text of raw[0..len), invalid bytes replaced. */
 static PyObject *
-decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int inflate_body)
+utf8_text(const unsigned char *raw, Py_ssize_t len)
+{
+    return PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+}
+
+/* One property into props, its name and value taken from r's cache when an earlier record
+ * had the same bytes. Returns 0, or -1 with an exception set. */
+static int
+set_property(struct repeats *r, PyObject *props, const unsigned char *name_raw,
+             Py_ssize_t name_len, const unsigned char *value_raw, Py_ssize_t value_len)
+{
+    struct property_seen *seen = NULL;
+    for (int i = 0; i < r->properties_seen; i++) {
+        struct property_seen *e = &r->property[i];
+        if (e->name_len == name_len && memcmp(e->name_raw, name_raw, (size_t)name_len) == 0) {
+            seen = e;
+            break;
+        }
+    }
+    if (seen == NULL && name_len <= PROPERTY_RAW_MAX && r->properties_seen < PROPERTY_CACHE) {
+        PyObject *name = utf8_text(name_raw, name_len);
+        if (name == NULL) {
+            return -1;
+        }
+        seen = &r->property[r->properties_seen++];
+        seen->name = name;
+        seen->name_len = name_len;
+        memcpy(seen->name_raw, name_raw, (size_t)name_len);
+        seen->value = NULL;
+    }
+    if (seen == NULL) {
+        PyObject *name = utf8_text(name_raw, name_len);
+        if (name == NULL) {
+            return -1;
+        }
+        PyObject *value = utf8_text(value_raw, value_len);
+        if (value == NULL) {
+            Py_DECREF(name);
+            return -1;
+        }
+        int rc = PyDict_SetItem(props, name, value);
+        Py_DECREF(name);
+        Py_DECREF(value);
+        return rc;
+    }
+    if (seen->value == NULL || seen->value_len != value_len
+        || memcmp(seen->value_raw, value_raw, (size_t)value_len) != 0) {
+        PyObject *value = utf8_text(value_raw, value_len);
+        if (value == NULL) {
+            return -1;
+        }
+        if (value_len > PROPERTY_RAW_MAX) {
+            Py_CLEAR(seen->value);
+            int rc = PyDict_SetItem(props, seen->name, value);
+            Py_DECREF(value);
+            return rc;
+        }
+        Py_XSETREF(seen->value, value);
+        seen->value_len = value_len;
+        memcpy(seen->value_raw, value_raw, (size_t)value_len);
+    }
+    return PyDict_SetItem(props, seen->name, seen->value);
+}
+
+/* The properties dict of raw[0..len), as decode_properties(raw.decode("utf-8", "replace"))
+ * reads it. Split on the bytes: \x01 and \x02 are ASCII, never part of a UTF-8 sequence
+ * nor produced by the replacement, and a sequence cut by either is replaced alike whether
+ * the decoder meets the separator or the end of a piece, so decoding each piece gives the
+ * same text as splitting the decoded whole. */
+static PyObject *
+decode_properties_raw(struct repeats *r, const unsigned char *raw, Py_ssize_t len)
+{
+    PyObject *props = PyDict_New();
+    if (props == NULL) {
+        return NULL;
+    }
+    const unsigned char *end = raw + len;
+    for (const unsigned char *item = raw; item < end;) {
+        const unsigned char *stop = memchr(item, 0x02, (size_t)(end - item));
+        if (stop == NULL) {
+            stop = end;
+        }
+        const unsigned char *sep = memchr(item, 0x01, (size_t)(stop - item));
+        if (sep != NULL
+            && set_property(r, props, item, sep - item, sep + 1, stop - sep - 1) < 0) {
+            Py_DECREF(props);
+            return NULL;
+        }
+        if (stop == end) {
+            break;
+        }
+        item = stop + 1;
+    }
+    return props;
+}
+
+/* Replaces the slot with props[name] when that is present and true, as `props.get(name) or`
+ * reads. Returns 0, or -1 with an exception set. */
+static int
+take_true_property(PyObject *msg, enum pmq_message_field f, PyObject *props, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(props, name);
+    if (value == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int truthy = PyObject_IsTrue(value);
+    if (truthy > 0) {
+        Py_XSETREF(SLOT(msg, f), Py_NewRef(value));
+    }
+    return truthy < 0 ? -1 : 0;
+}
+
+/* What a consumer sees: the UNIQ_KEY as the id, and the first topic of a retried message. */
+static int
+as_consumer_sees(PyObject *msg, int restore_retry_topic)
+{
+    PyObject *props = SLOT(msg, F_PROPERTIES);
+    if (props == NULL || !PyDict_Check(props)) {
+        return 0;
+    }
+    if (take_true_property(msg, F_MSG_ID, props, str_uniq_key) < 0) {
+        return -1;
+    }
+    if (restore_retry_topic && take_true_property(msg, F_TOPIC, props, str_retry_topic) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Whose view of a record decode_record builds: the store's, or a consumer's (as_consumer_sees,
+ * of a message pulled from a normal or from a retry topic). */
+enum record_view { VIEW_STORE, VIEW_CONSUMER, VIEW_CONSUMER_RETRY };
+
+/* Decodes the record filling rec[0..limit) as `view` sees it. Returns a new MessageExt; or
+ * NULL with an exception set; or NULL with none set when the record is off the fast path (the
+ * caller asks the reference). */
+static PyObject *
+decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int inflate_body,
+              enum record_view view)
 {
     if (limit < 8) {
         return NULL;
@@ -251,19 +409,7 @@ decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int
     SET(F_BODY, PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len));
     SET(F_QUEUE_ID, PyLong_FromLong((int32_t)be32(rec + 12)));
     SET(F_FLAG, PyLong_FromLong((int32_t)be32(rec + 16)));
-    if (props_len == 0) {
-        SET(F_PROPERTIES, PyDict_New());
-    }
-    else {
-        PyObject *text = PyUnicode_DecodeUTF8((const char *)props_raw, (Py_ssize_t)props_len,
-                                              "replace");
-        if (text == NULL) {
-            goto fail;
-        }
-        PyObject *props = pmq_decode_properties(NULL, &text, 1, NULL);
-        Py_DECREF(text);
-        SET(F_PROPERTIES, props);
-    }
+    SET(F_PROPERTIES, decode_properties_raw(r, props_raw, (Py_ssize_t)props_len));
     SET(F_SYS_FLAG, PyLong_FromLong(sys_flag));
     SET(F_BORN_TIMESTAMP, PyLong_FromLongLong(be64(rec + 40)));
     SET(F_BORN_HOST, ipv4_host(r, 0, rec + 48));
@@ -275,7 +421,14 @@ decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int
     SET(F_PHY_OFFSET, PyLong_FromLongLong(be64(rec + 28)));
     SET(F_STORE_SIZE, PyLong_FromLongLong(total));
     SET(F_BODY_CRC, PyLong_FromLong((int32_t)be32(rec + 8)));
-    SET(F_MSG_ID, offset_msg_id(rec + 64, rec + 28));
+    /* A consumer's id is the UNIQ_KEY when there is one: the offset id is built only
+     * without it. */
+    if (view != VIEW_STORE && as_consumer_sees(msg, view == VIEW_CONSUMER_RETRY) < 0) {
+        goto fail;
+    }
+    if (SLOT(msg, F_MSG_ID) == NULL) {
+        SET(F_MSG_ID, offset_msg_id(rec + 64, rec + 28));
+    }
 #undef SET
     return msg;
 fail:
@@ -369,7 +522,7 @@ pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (pos >= 0 && pos <= view.len) {
         struct repeats r = {0};
         msg = decode_record(&r, (const unsigned char *)view.buf + pos, view.len - pos,
-                            inflate_obj == Py_True);
+                            inflate_obj == Py_True, VIEW_STORE);
         repeats_clear(&r);
     }
     PyBuffer_Release(&view);
@@ -407,39 +560,6 @@ decode_by_reference(const unsigned char *rec, Py_ssize_t size)
     return msg;
 }
 
-/* Replaces the slot with props[name] when that is present and true, as `props.get(name) or`
- * reads. Returns 0, or -1 with an exception set. */
-static int
-take_true_property(PyObject *msg, enum pmq_message_field f, PyObject *props, PyObject *name)
-{
-    PyObject *value = PyDict_GetItemWithError(props, name);
-    if (value == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
-    }
-    int truthy = PyObject_IsTrue(value);
-    if (truthy > 0) {
-        Py_XSETREF(SLOT(msg, f), Py_NewRef(value));
-    }
-    return truthy < 0 ? -1 : 0;
-}
-
-/* What a consumer sees: the UNIQ_KEY as the id, and the first topic of a retried message. */
-static int
-as_consumer_sees(PyObject *msg, int restore_retry_topic)
-{
-    PyObject *props = SLOT(msg, F_PROPERTIES);
-    if (props == NULL || !PyDict_Check(props)) {
-        return 0;
-    }
-    if (take_true_property(msg, F_MSG_ID, props, str_uniq_key) < 0) {
-        return -1;
-    }
-    if (restore_retry_topic && take_true_property(msg, F_TOPIC, props, str_retry_topic) < 0) {
-        return -1;
-    }
-    return 0;
-}
-
 PyObject *
 pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames)
@@ -470,15 +590,17 @@ pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             repeats_clear(&r);
             return pmq_call_reference("decode_pull_body", args, nargs, kwnames);
         }
-        PyObject *msg = decode_record(&r, buf + pos, (Py_ssize_t)size, 1);
+        PyObject *msg = decode_record(&r, buf + pos, (Py_ssize_t)size, 1,
+                                      restore ? VIEW_CONSUMER_RETRY : VIEW_CONSUMER);
+        int rc = 0;
         if (msg == NULL && !PyErr_Occurred()) {
             msg = decode_by_reference(buf + pos, (Py_ssize_t)size);
+            rc = msg == NULL ? 0 : as_consumer_sees(msg, restore);
         }
         if (msg == NULL) {
             Py_CLEAR(out);
             goto done;
         }
-        int rc = as_consumer_sees(msg, restore);
         if (rc == 0) {
             rc = PyList_Append(out, msg);
         }

@@ -115,9 +115,12 @@ class LitePullConsumer(RebalancingConsumer):
             if remaining <= 0:
                 return []
             pq: ProcessQueue | None = None
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    pq, msgs = await self._buffer.get()
+            if not self._buffer.empty():
+                pq, msgs = self._buffer.get_nowait()  # no timer when a batch is waiting
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        pq, msgs = await self._buffer.get()
             if pq is None:
                 return []
             if pq.dropped or self.process_queues.get(pq.mq) is not pq:

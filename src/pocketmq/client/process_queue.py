@@ -46,21 +46,29 @@ class ProcessQueue:
         await self.space.wait()
 
     def put(self, msgs: Iterable[MessageExt]) -> None:
+        held = self.msgs
+        size, highest = self.size_bytes, self.max_offset
         for m in msgs:
-            if m.queue_offset not in self.msgs:
-                self.msgs[m.queue_offset] = m
-                self.size_bytes += len(m.body)
-                self.max_offset = max(self.max_offset, m.queue_offset)
+            offset = m.queue_offset
+            if offset not in held:
+                held[offset] = m
+                size += len(m.body)
+                if offset > highest:
+                    highest = offset
+        self.size_bytes, self.max_offset = size, highest
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
         """Forget consumed messages; returns the offset to commit (-1: nothing held)."""
-        if not self.msgs:
+        held = self.msgs
+        if not held:
             return -1
+        pop, freed = held.pop, 0
         for m in msgs:
-            if self.msgs.pop(m.queue_offset, None) is not None:
-                self.size_bytes -= len(m.body)
+            if pop(m.queue_offset, None) is not None:
+                freed += len(m.body)
+        self.size_bytes -= freed
         self.space.set()
-        return next(iter(self.msgs)) if self.msgs else self.max_offset + 1
+        return next(iter(held)) if held else self.max_offset + 1
 
     def drop(self) -> None:
         self.dropped = True

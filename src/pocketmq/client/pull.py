@@ -185,5 +185,7 @@ async def pull(
         raise ClientError(f"pull answer from {addr} lacks offsets: {exc}") from exc
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
-        messages = [m for m in decode_messages(resp.body, mq) if sub.matches(m)]
+        messages = decode_messages(resp.body, mq)
+        if sub.tags:
+            messages = [m for m in messages if sub.matches(m)]
     return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)

@@ -134,9 +134,11 @@ class RemotingCommand:
 def _stringify(fields: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in fields.items():
-        if v is None:
+        if type(v) is str:  # the common case first: one check per field of every request
+            out[k] = v
+        elif v is None:
             continue
-        if isinstance(v, bool):
+        elif isinstance(v, bool):
             out[k] = "true" if v else "false"
         else:
             out[k] = str(v)

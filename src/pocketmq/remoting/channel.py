@@ -71,6 +71,11 @@ class UnsupportedCodes:
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
 
 
+def _expire(fut: asyncio.Future[RemotingCommand], timeout_s: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no answer within {timeout_s} s"))
+
+
 # For channels without a handler (a client's connections): one log line per code and process.
 _NO_HANDLER_CODES = UnsupportedCodes()
 
@@ -259,13 +264,17 @@ class RemotingChannel(asyncio.Protocol):
         cmd.opaque = self.conn.next_opaque()
         if self.credentials is not None:
             sign_request(cmd, self.credentials)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
+        # One timer that fails the future, not asyncio.timeout's cancel-and-translate: this
+        # runs once per request (a consumer's every pull).
+        expiry = loop.call_later(timeout_s, _expire, fut, timeout_s)
         try:
             self.send(cmd)
-            async with asyncio.timeout(timeout_s):
-                return await fut
+            return await fut
         finally:
+            expiry.cancel()
             self._pending.pop(cmd.opaque, None)
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:

@@ -246,6 +246,37 @@ def test_decode_pull_body_off_the_fast_path(recs: list[bytes]) -> None:
     assert_same("decode_pull_body", pull_body.decode_pull_body_py, body, restore_retry_topic=True)
 
 
+# Names and values that recur across the records of a body, as a producer's do: more names
+# than the decoder keeps, names and values longer than it keeps, UTF-8 cut by a separator.
+RECURRING_NAMES = st.sampled_from(
+    [b"UNIQ_KEY", b"CLUSTER", b"TRACE_ON", b"RETRY_TOPIC", b"", b"\xe4\xb8", b"N" * 41]
+    + [b"k%d" % i for i in range(9)]
+)
+RECURRING_VALUES = st.one_of(
+    st.sampled_from([b"", b"true", b"DefaultCluster", b"\xe4\xb8\xad", b"\xe4", b"V" * 41]),
+    st.binary(max_size=45),
+)
+RECURRING_PROPERTIES = st.lists(
+    st.one_of(
+        st.tuples(RECURRING_NAMES, RECURRING_VALUES).map(lambda nv: nv[0] + b"\x01" + nv[1]),
+        st.binary(max_size=4),  # an item without a separator, or stray bytes
+    ),
+    max_size=12,
+).map(lambda items: b"\x02".join(items) + (b"\x02" if len(items) % 2 else b""))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECURRING_PROPERTIES, min_size=1, max_size=8), st.booleans())
+def test_decode_pull_body_with_recurring_properties(raws: list[bytes], restore: bool) -> None:
+    """The decoder reuses the names and short values of earlier records of the same body."""
+    body = b"".join(
+        bytes(encode_record(MessageExt(topic="T", body=b"b", phy_offset=i), raw))
+        for i, raw in enumerate(raws)
+    )
+    assert_same_body(body, restore)
+    assert_same_message(body[: struct.unpack_from(">i", body)[0]])
+
+
 def test_a_consumer_sees_the_uniq_key_and_the_first_topic() -> None:
     props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "U1", MessageConst.RETRY_TOPIC: "Orig"}
     body = bytes(encode_record(MessageExt(topic="%RETRY%g", body=b"b", properties=props)))
