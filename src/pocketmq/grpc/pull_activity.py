@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from pocketmq.broker.messaging import PullQuery
+from pocketmq.broker.consuming import PullQuery
 from pocketmq.broker.stats import Protocol
 from pocketmq.broker.status_map import pull_code
 from pocketmq.grpc import convert

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from broker_parts import messaging_for, messaging_with_topic
 
-from pocketmq.broker.messaging import MessagingService, PullQuery, retries_spent
+from pocketmq.broker.consuming import PullQuery
+from pocketmq.broker.messaging import MessagingService, retries_spent
 from pocketmq.broker.offsets import ConsumerOffsetManager
 from pocketmq.broker.stats import Protocol
 from pocketmq.broker.topics import TopicConfigManager
@@ -192,7 +193,6 @@ async def test_reset_offsets_by_time_never_forward_unless_forced(
     assert err.value.code == ResponseCode.SYSTEM_ERROR
 
 
-
 async def test_statistics_count_each_send_pull_and_send_back_once(
     service: MessagingService,
 ) -> None:
@@ -209,7 +209,9 @@ async def test_statistics_count_each_send_pull_and_send_back_once(
     size = stats.item("GROUP_GET_SIZE", f"{TOPIC}@{GROUP}")
     assert got is not None and size is not None
     assert (got.value, got.times, got.by_protocol) == (
-        len(result.messages), 1, [0, len(result.messages)]
+        len(result.messages),
+        1,
+        [0, len(result.messages)],
     )
     assert size.value == result.buffer_total_size
     await service.pull(PullQuery(GROUP, TOPIC, 0, 99, 32), hold_ms=0)  # nothing there

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from broker_parts import messaging_with_topic
 
-from pocketmq.broker.messaging import MessagingService, PullQuery
+from pocketmq.broker.consuming import PullQuery
+from pocketmq.broker.messaging import MessagingService
 from pocketmq.broker.status_map import pull_answer
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
 from pocketmq.broker.transaction import EndTransaction

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.messaging import PullQuery
+from pocketmq.broker.consuming import PullQuery
 from pocketmq.protocol import fields
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import PullSysFlag
