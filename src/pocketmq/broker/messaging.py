@@ -24,6 +24,7 @@ checked by the edges with ``protocol.fields`` before they call; what needs the b
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from pocketmq.broker.consuming import ConsumingService
 from pocketmq.broker.stats import Protocol
@@ -131,7 +132,7 @@ class MessagingService(ConsumingService):
         # Before the timer and delay rewrites take the properties that make a delay message.
         message_type = message_type_of(msg.properties)
         # A half carries the stamps too: its commit re-puts it as it was sent.
-        self.stamp(msg)
+        self.stamp((msg,))
         if tx.is_half(msg):
             result = await self.broker.transactions.prepare(msg)
         else:
@@ -160,25 +161,25 @@ class MessagingService(ConsumingService):
             RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
                 RocketMQ's CommitLog refuses a batch with a transaction type.
         """
-        # One pass: a refused batch is never stored, so stamping its first messages is moot.
-        for msg in msgs:
-            if not tx.is_plain(msg):
-                raise RequestError(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    "transactional messages cannot be sent in a batch: send each on its own",
-                )
-            self.stamp(msg)
+        if not tx.all_plain(msgs):
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "transactional messages cannot be sent in a batch: send each on its own",
+            )
+        self.stamp(msgs)
         result = await self.store.put_messages(msgs)
         if result.ok:
             self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes,
                               message_type=message_type_of(msgs[0].properties))  # fmt: skip
         return result
 
-    def stamp(self, msg: MessageExt) -> None:
+    def stamp(self, msgs: Iterable[MessageExt]) -> None:
         """The properties RocketMQ's send processor puts on every message a producer sends:
         the broker's cluster (which a request-reply consumer needs to build its reply), its
         region and trace switch (5.x stamps these on each message, 4.x only in the answer)."""
-        msg.properties.update(self._stamp)
+        stamp = self._stamp
+        for msg in msgs:
+            msg.properties.update(stamp)
 
     async def store_reply(self, msg: MessageExt) -> PutResult | None:
         """Keep a reply message (already pushed to its requester, or not) in the reply topic

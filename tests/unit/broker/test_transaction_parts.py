@@ -71,6 +71,24 @@ def test_is_half() -> None:
     assert old_retry.sys_flag & SysFlag.MULTI_TAGS
 
 
+@pytest.mark.parametrize(
+    ("sys_flag", "prepared"),
+    [(0, None), (SysFlag.MULTI_TAGS, None), (0, "false"), (0, ""), (0, "true"), (0, "TRUE"),
+     (SysFlag.TRANSACTION_PREPARED_TYPE, None), (SysFlag.TRANSACTION_COMMIT_TYPE, "false"),
+     (SysFlag.TRANSACTION_ROLLBACK_TYPE | SysFlag.MULTI_TAGS, None)],
+)  # fmt: skip
+def test_a_batch_is_plain_when_each_message_is(sys_flag: int, prepared: str | None) -> None:
+    odd = producer_message()
+    odd.sys_flag = sys_flag
+    del odd.properties[MessageConst.TRANSACTION_PREPARED]
+    if prepared is not None:
+        odd.properties[MessageConst.TRANSACTION_PREPARED] = prepared
+    plain = MessageExt(topic="PayTopic", body=b"pay")
+    for batch in ([odd], [plain, plain, odd], [odd, plain]):
+        assert tx.all_plain(batch) is tx.is_plain(odd)
+    assert tx.all_plain([plain, plain])
+
+
 def test_half_commit_and_op() -> None:
     half = stored_half()
     assert (half.topic, half.queue_id) == (TRANS_HALF_TOPIC, 0)
