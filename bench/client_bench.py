@@ -25,7 +25,6 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,9 @@ from harness import (
     ServeProcess,
     add_send_arguments,
     fmt_result,
+    free_port,
     py_spy,
+    redis_server_argv,
     timed_calls,
 )
 from pocketmq.client import (
@@ -68,13 +69,6 @@ DRAIN_TIMEOUT_S = 60.0
 
 # Called by a consumer for each message, with its send stamp (None for unstamped messages).
 OnMessage = Callable[[int | None], None]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # ---------------------------------------------------------------------- the systems under test
@@ -178,12 +172,7 @@ class RedisStreams(System):
         port = free_port()
         self.log_path = workdir / "redis.log"
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
-             "--appendonly", "yes", "--appendfsync", "everysec",
-             # No RDB snapshots and no AOF rewrites: both fork a child whose CPU time would be
-             # missing from the server's, and our CommitLog has nothing like them.
-             "--save", "", "--auto-aof-rewrite-percentage", "0",
-             "--logfile", str(self.log_path)],
+            redis_server_argv(port, workdir, "everysec"),
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.port = port

@@ -1,9 +1,10 @@
 """What the benchmarks that drive a ``pocketmq serve`` subprocess share: starting and stopping
 it, the CPU time of a process from /proc/<pid>/stat, nearest-rank percentiles, a per-phase
 meter and its one-line summary, N concurrent timed calls, py-spy recording, and the options of
-the send phases.
+the send phases, free ports and Redis's command line.
 
-Used by client_bench.py, grpc_bench.py, transaction_bench.py and sql_filter_bench.py. No
+Used by client_bench.py, grpc_bench.py, transaction_bench.py, sql_filter_bench.py and
+w1_bench.py / w2_bench.py. No
 workload here. Linux only.
 """
 
@@ -15,6 +16,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,6 +38,25 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
         help="in-flight sends of each send phase, comma-separated",
     )  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def redis_server_argv(port: int, workdir: Path, appendfsync: str) -> list[str]:
+    """Debian's redis-server with the AOF on (``appendfsync`` everysec or always), as the
+    reference of the benchmarks. No RDB snapshots and no AOF rewrites: both fork a child whose
+    CPU time would be missing from the server's, and our CommitLog has nothing like them."""
+    return [
+        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
+        "--appendonly", "yes", "--appendfsync", appendfsync,
+        "--save", "", "--auto-aof-rewrite-percentage", "0",
+        "--logfile", str(workdir / "redis.log"),
+    ]  # fmt: skip
 
 
 def process_cpu_s(pid: int) -> float:

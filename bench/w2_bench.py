@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,19 +27,12 @@ from pathlib import Path
 import redis
 import uvloop
 
-from harness import Meter, PhaseResult, ServeProcess, fmt_result
+from harness import Meter, PhaseResult, ServeProcess, fmt_result, free_port, redis_server_argv
 from pocketmq.client import Producer
 from pocketmq.protocol.native import DESCRIPTION
 from w1_bench import BATCH, TOPIC, WARMUP_BATCHES, produce
 
 REDIS_PIPELINE = 1000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def pocketmq_w2(workdir: Path, body: bytes, count: int) -> PhaseResult:
@@ -61,11 +53,10 @@ async def pocketmq_w2(workdir: Path, body: bytes, count: int) -> PhaseResult:
 def redis_w2(workdir: Path, body: bytes, count: int) -> PhaseResult:
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(workdir),
-         "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-         "--auto-aof-rewrite-percentage", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        redis_server_argv(port, workdir, "always"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = redis.Redis(host="127.0.0.1", port=port)
         deadline = time.monotonic() + 20
