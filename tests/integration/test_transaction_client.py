@@ -10,6 +10,7 @@ the check service's passes, so a test waits for passes instead of sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -245,7 +246,10 @@ async def test_a_broker_sigkill_keeps_pending_halves_pending_and_resolved_ones_r
         )  # fmt: skip
         await wait_until(lambda: _stored_is(server, topic, 3), 20, "the 3 commits stored")
 
-        server.sigkill_and_restart()
+        # Off the loop: the producer's connections must see the kill and close meanwhile. A
+        # blocked loop leaves the dead broker's side of them in FIN_WAIT2, which keeps its
+        # port from being bound again (EADDRINUSE despite SO_REUSEADDR).
+        await asyncio.to_thread(server.sigkill_and_restart)
         for i in range(2):
             ledger.on_check[b"pending-%d" % i] = COMMIT
         await producer.send_message_in_transaction(message(topic, b"sentinel"), UNKNOW)
