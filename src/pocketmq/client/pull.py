@@ -105,6 +105,7 @@ _PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+_PULL_OK = tuple(_PULL_STATUS)
 
 
 @dataclass(slots=True)
@@ -131,6 +132,26 @@ def decode_messages(body: bytes, mq: MessageQueue) -> list[MessageExt]:
         raise ClientError(f"cannot decode messages pulled from {mq}: {exc}") from exc
 
 
+def pull_fields(group: str, mq: MessageQueue, sub: Subscription, max_nums: int) -> dict[str, str]:
+    """PULL_MESSAGE's fields, as the strings they are sent as, with the queue offset, system
+    flag, commit offset and suspend time left empty for ``pull`` to fill: the rest stays the
+    same from one pull of a queue to the next, so its pull loop builds this once per
+    subscription."""
+    return {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "queueOffset": "",
+        "maxMsgNums": str(max_nums),
+        "sysFlag": "",
+        "commitOffset": "",
+        "suspendTimeoutMillis": "",
+        "subscription": sub.expression,
+        "subVersion": str(sub.version),
+        "expressionType": sub.expression_type,
+    }
+
+
 async def pull(
     instance: ClientInstance,
     addr: str,
@@ -143,8 +164,11 @@ async def pull(
     commit_offset: int = -1,
     suspend_ms: int = 0,
     timeout_s: float = 10.0,
+    fields: dict[str, str] | None = None,
 ) -> PullResult:
     """One PULL_MESSAGE; the broker holds it up to suspend_ms when there is nothing new.
+    ``fields``, when given, is ``pull_fields`` of the same group, queue, subscription and
+    max_nums (it is copied, not changed).
 
     Raises:
         BrokerError: an error code (no topic, no permission, ...).
@@ -156,24 +180,13 @@ async def pull(
         sys_flag |= PullSysFlag.COMMIT_OFFSET
     if suspend_ms > 0:
         sys_flag |= PullSysFlag.SUSPEND
+    request = (fields or pull_fields(group, mq, sub, max_nums)).copy()
+    request["queueOffset"] = str(offset)
+    request["sysFlag"] = str(sys_flag)
+    request["commitOffset"] = str(commit_offset) if commit_offset > 0 else "0"
+    request["suspendTimeoutMillis"] = str(suspend_ms)
     resp = await instance.invoke(
-        addr,
-        RequestCode.PULL_MESSAGE,
-        {
-            "consumerGroup": group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_nums,
-            "sysFlag": sys_flag,
-            "commitOffset": max(commit_offset, 0),
-            "suspendTimeoutMillis": suspend_ms,
-            "subscription": sub.expression,
-            "subVersion": sub.version,
-            "expressionType": sub.expression_type,
-        },
-        timeout_s=timeout_s,
-        ok=tuple(_PULL_STATUS),
+        addr, RequestCode.PULL_MESSAGE, request, timeout_s=timeout_s, ok=_PULL_OK
     )
     f = resp.ext_fields
     status = _PULL_STATUS[resp.code]
@@ -183,9 +196,9 @@ async def pull(
         suggest = int(f.get("suggestWhichBrokerId", 0))
     except (KeyError, ValueError) as exc:
         raise ClientError(f"pull answer from {addr} lacks offsets: {exc}") from exc
-    messages: list[MessageExt] = []
-    if status is PullStatus.FOUND:
-        messages = decode_messages(resp.body, mq)
-        if sub.tags:
-            messages = [m for m in messages if sub.matches(m)]
+    if status is not PullStatus.FOUND:
+        return PullResult(status, next_begin, min_offset, max_offset, [], suggest)
+    messages = decode_messages(resp.body, mq)
+    if sub.tags:
+        messages = [m for m in messages if sub.matches(m)]
     return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)

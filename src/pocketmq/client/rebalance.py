@@ -36,8 +36,8 @@ from pocketmq.client.offset_store import (
 )
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.producer import check_topic
-from pocketmq.client.pull import MessageSelector, PullStatus, Subscription, pull
-from pocketmq.client.route import MessageQueue, TopicRoute
+from pocketmq.client.pull import MessageSelector, PullStatus, Subscription, pull, pull_fields
+from pocketmq.client.route import MessageQueue, TopicRoute, find_broker_in_subscribe
 from pocketmq.errors import BrokerError, ClientError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -411,34 +411,45 @@ class RebalancingConsumer(abc.ABC):
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
+        instance, offset_store = self.instance, self.offset_store
+        # The request fields that stay the same while the subscription does (pull_fields).
+        fields_sub: Subscription | None = None
+        fields: dict[str, str] = {}
         while not pq.dropped:
             cfg = self.config
             if pq.is_full(cfg.pull_threshold_for_queue, cfg.pull_threshold_size_bytes):
                 await pq.wait_for_space()  # the consumer frees space as it acknowledges
                 continue
             sub = self.subscriptions.get(mq.topic)
-            try:
-                broker = await self.instance.find_broker_in_subscribe(
-                    mq.topic, mq.broker_name, self.pull_from_which_node.get(mq, MASTER_ID), False
-                )
-            except ClientError as exc:
-                log.info("no broker to pull %s from: %s", mq, exc)
-                broker = None
+            node = self.pull_from_which_node.get(mq, MASTER_ID)
+            # The routes known already answer nearly every pull without a coroutine.
+            broker = find_broker_in_subscribe(
+                instance.broker_addrs.get(mq.broker_name, {}), node, False
+            )
+            if broker is None:
+                try:
+                    broker = await instance.find_broker_in_subscribe(
+                        mq.topic, mq.broker_name, node, False
+                    )
+                except ClientError as exc:
+                    log.info("no broker to pull %s from: %s", mq, exc)
             if sub is None or broker is None:
                 await asyncio.sleep(cfg.pull_delay_on_exception_s)
                 continue
+            if sub is not fields_sub:
+                fields_sub, fields = sub, pull_fields(self.group, mq, sub, cfg.pull_batch_size)
             # A slave keeps no offset a pull carries, so none is sent to it (PullAPIWrapper).
             commit = (
-                self.offset_store.offsets.get(mq, -1)
+                offset_store.offsets.get(mq, -1)
                 if cfg.message_model is MessageModel.CLUSTERING and not broker.slave
                 else -1
             )
             try:
                 result = await pull(
-                    self.instance, broker.addr, self.group, mq, sub, pq.next_offset,
+                    instance, broker.addr, self.group, mq, sub, pq.next_offset,
                     cfg.pull_batch_size, commit_offset=commit,
                     suspend_ms=cfg.broker_suspend_ms,
-                    timeout_s=cfg.broker_suspend_ms / 1000 + 15,
+                    timeout_s=cfg.broker_suspend_ms / 1000 + 15, fields=fields,
                 )  # fmt: skip
             except (ClientError, ConnectionError, TimeoutError) as exc:
                 log.info("pull of %s failed: %s", mq, exc)
@@ -448,15 +459,16 @@ class RebalancingConsumer(abc.ABC):
                 continue
             if pq.dropped:
                 return
-            self.pull_from_which_node[mq] = result.suggest_which_broker_id
+            if result.suggest_which_broker_id != node:
+                self.pull_from_which_node[mq] = result.suggest_which_broker_id
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 # The offset left the queue (retention, or a reset): continue where the broker
                 # says, and make that the committed offset right away.
                 log.warning("%s: offset %d is illegal, continuing at %d",
                             mq, pq.next_offset, result.next_begin_offset)  # fmt: skip
                 pq.next_offset = result.next_begin_offset
-                self.offset_store.update(mq, result.next_begin_offset, increase_only=False)
-                await self.offset_store.persist_all([mq])
+                offset_store.update(mq, result.next_begin_offset, increase_only=False)
+                await offset_store.persist_all([mq])
                 continue
             pq.next_offset = result.next_begin_offset
             if result.messages:
@@ -464,7 +476,7 @@ class RebalancingConsumer(abc.ABC):
                 self.on_pulled(pq, result.messages)
             elif not pq.msgs:
                 # Nothing held and nothing matched: the filtered-out messages count as consumed.
-                self.offset_store.update(mq, result.next_begin_offset, increase_only=True)
+                offset_store.update(mq, result.next_begin_offset, increase_only=True)
 
     @abc.abstractmethod
     def on_pulled(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
