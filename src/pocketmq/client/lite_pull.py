@@ -9,7 +9,7 @@ shutdown; without it, ``commit_sync`` commits what was polled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections import deque
 from collections.abc import Iterable
 from typing import Unpack
 
@@ -24,6 +24,11 @@ from pocketmq.protocol.message import MessageExt
 
 # DefaultLitePullConsumer's pullBatchSize (the push consumer's is 32).
 LITE_PULL_BATCH_SIZE = 10
+
+
+def _timed_out(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 class LitePullConsumer(RebalancingConsumer):
@@ -48,7 +53,9 @@ class LitePullConsumer(RebalancingConsumer):
         super().__init__(group, namesrv_addr, ConsumerConfig(**options), instance)
         self.auto_commit = auto_commit
         self._assigned: set[MessageQueue] | None = None
-        self._buffer: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        # Pulled batches in the order they came; polls waiting for one park a future here.
+        self._buffer: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
+        self._waiters: list[asyncio.Future[bool]] = []
         self._polled: dict[MessageQueue, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -105,24 +112,26 @@ class LitePullConsumer(RebalancingConsumer):
     # ------------------------------------------------------------------ polling
 
     def on_pulled(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        self._buffer.put_nowait((pq, msgs))
+        self._buffer.append((pq, msgs))
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
 
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         """The next pulled batch of one queue, or [] if nothing came within timeout_s."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        buffer = self._buffer
         while True:
-            remaining = deadline - asyncio.get_running_loop().time()
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
-            pq: ProcessQueue | None = None
-            if not self._buffer.empty():
-                pq, msgs = self._buffer.get_nowait()  # no timer when a batch is waiting
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
-                        pq, msgs = await self._buffer.get()
-            if pq is None:
+            if not buffer and not await self._batch_within(loop, remaining):
                 return []
+            if not buffer:
+                continue  # another poll took the batch that woke this one
+            pq, msgs = buffer.popleft()
             if pq.dropped or self.process_queues.get(pq.mq) is not pq:
                 continue  # the queue was released or sought since this batch was pulled
             offset = pq.remove(msgs)
@@ -131,6 +140,19 @@ class LitePullConsumer(RebalancingConsumer):
                 if self.auto_commit:
                     self.offset_store.update(pq.mq, offset, increase_only=True)
             return msgs
+
+    async def _batch_within(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> bool:
+        """Whether a batch was pulled within timeout_s. One timer per wait, no
+        asyncio.timeout: a poll that finds the buffer empty waits for nearly every batch."""
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _timed_out, waiter)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
 
     def _commit_polled(self) -> None:
         for mq, offset in self._polled.items():
