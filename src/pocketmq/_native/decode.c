@@ -112,15 +112,25 @@ struct property_seen {
     unsigned char value_raw[PROPERTY_RAW_MAX];
 };
 
-/* Values repeated across the records of one body: the topic, the two hosts, and the
- * properties' names and values (a producer's cluster, region and flags recur on every
- * record; its UNIQ_KEY does not). */
+/* A number field's last value: records of one batch share their size, timestamps and often
+ * their body's CRC, so one int object serves them all instead of one each. */
+struct number_seen {
+    PyObject *value; /* NULL: none yet */
+    int64_t raw;
+};
+
+enum repeated_number { N_STORE_SIZE, N_BORN_TIMESTAMP, N_STORE_TIMESTAMP, N_BODY_CRC, N_COUNT };
+
+/* Values repeated across the records of one body: the topic, the two hosts, the numbers
+ * above, and the properties' names and values (a producer's cluster, region and flags recur
+ * on every record; its UNIQ_KEY does not). */
 struct repeats {
     PyObject *topic;
     unsigned char topic_raw[64];
     Py_ssize_t topic_len;
     PyObject *host[2];
     unsigned char host_raw[2][8];
+    struct number_seen number[N_COUNT];
     int properties_seen;
     struct property_seen property[PROPERTY_CACHE];
 };
@@ -131,6 +141,9 @@ repeats_clear(struct repeats *r)
     Py_CLEAR(r->topic);
     Py_CLEAR(r->host[0]);
     Py_CLEAR(r->host[1]);
+    for (int i = 0; i < N_COUNT; i++) {
+        Py_CLEAR(r->number[i].value);
+    }
     for (int i = 0; i < r->properties_seen; i++) {
         Py_CLEAR(r->property[i].name);
         Py_CLEAR(r->property[i].value);
@@ -162,6 +175,22 @@ ipv4_host(struct repeats *r, int which, const unsigned char *raw)
         memcpy(r->host_raw[which], raw, 8);
     }
     return Py_NewRef(r->host[which]);
+}
+
+/* A new reference to an int of value v, the previous record's when it had the same. */
+static PyObject *
+repeated_number(struct repeats *r, enum repeated_number which, int64_t v)
+{
+    struct number_seen *seen = &r->number[which];
+    if (seen->value == NULL || seen->raw != v) {
+        PyObject *value = PyLong_FromLongLong(v);
+        if (value == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(seen->value, value);
+        seen->raw = v;
+    }
+    return Py_NewRef(seen->value);
 }
 
 static PyObject *
@@ -411,16 +440,16 @@ decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int
     SET(F_FLAG, PyLong_FromLong((int32_t)be32(rec + 16)));
     SET(F_PROPERTIES, decode_properties_raw(r, props_raw, (Py_ssize_t)props_len));
     SET(F_SYS_FLAG, PyLong_FromLong(sys_flag));
-    SET(F_BORN_TIMESTAMP, PyLong_FromLongLong(be64(rec + 40)));
+    SET(F_BORN_TIMESTAMP, repeated_number(r, N_BORN_TIMESTAMP, (int64_t)be64(rec + 40)));
     SET(F_BORN_HOST, ipv4_host(r, 0, rec + 48));
     SET(F_STORE_HOST, ipv4_host(r, 1, rec + 64));
     SET(F_RECONSUME_TIMES, PyLong_FromLong((int32_t)be32(rec + 72)));
     SET(F_PREPARED_TRANSACTION_OFFSET, PyLong_FromLongLong(be64(rec + 76)));
-    SET(F_STORE_TIMESTAMP, PyLong_FromLongLong(be64(rec + 56)));
+    SET(F_STORE_TIMESTAMP, repeated_number(r, N_STORE_TIMESTAMP, (int64_t)be64(rec + 56)));
     SET(F_QUEUE_OFFSET, PyLong_FromLongLong(be64(rec + 20)));
     SET(F_PHY_OFFSET, PyLong_FromLongLong(be64(rec + 28)));
-    SET(F_STORE_SIZE, PyLong_FromLongLong(total));
-    SET(F_BODY_CRC, PyLong_FromLong((int32_t)be32(rec + 8)));
+    SET(F_STORE_SIZE, repeated_number(r, N_STORE_SIZE, total));
+    SET(F_BODY_CRC, repeated_number(r, N_BODY_CRC, (int32_t)be32(rec + 8)));
     /* A consumer's id is the UNIQ_KEY when there is one: the offset id is built only
      * without it. */
     if (view != VIEW_STORE && as_consumer_sees(msg, view == VIEW_CONSUMER_RETRY) < 0) {

@@ -277,6 +277,31 @@ def test_decode_pull_body_with_recurring_properties(raws: list[bytes], restore: 
     assert_same_message(body[: struct.unpack_from(">i", body)[0]])
 
 
+# Sizes, timestamps and CRCs that recur across a body's records, or change between them.
+RECURRING_NUMBERS = st.sampled_from([0, 1, -1, 1 << 40, -(1 << 63), (1 << 63) - 1])
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(RECURRING_NUMBERS, RECURRING_NUMBERS, st.binary(max_size=3)),
+        min_size=1, max_size=8,
+    ),
+    st.booleans(),
+)  # fmt: skip
+def test_decode_pull_body_with_recurring_numbers(
+    drawn: list[tuple[int, int, bytes]], restore: bool
+) -> None:
+    """The decoder reuses the previous record's int for a store size, a timestamp or a body
+    CRC of the same value (the body, drawn from few, decides the size and the CRC)."""
+    body = b"".join(
+        bytes(encode_record(MessageExt(topic="T", body=b, born_timestamp=born,
+                                       store_timestamp=stored, phy_offset=i)))
+        for i, (born, stored, b) in enumerate(drawn)
+    )  # fmt: skip
+    assert_same_body(body, restore)
+
+
 def test_a_consumer_sees_the_uniq_key_and_the_first_topic() -> None:
     props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "U1", MessageConst.RETRY_TOPIC: "Orig"}
     body = bytes(encode_record(MessageExt(topic="%RETRY%g", body=b"b", properties=props)))
