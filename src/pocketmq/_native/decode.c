@@ -121,15 +121,13 @@ struct number_seen {
 
 enum repeated_number { N_STORE_SIZE, N_BORN_TIMESTAMP, N_STORE_TIMESTAMP, N_BODY_CRC, N_COUNT };
 
-/* Values repeated across the records of one body: the topic, the two hosts, the numbers
- * above, and the properties' names and values (a producer's cluster, region and flags recur
- * on every record; its UNIQ_KEY does not). */
+/* Values repeated across the records of one body: the topic, the numbers above, and the
+ * properties' names and values (a producer's cluster, region and flags recur on every
+ * record; its UNIQ_KEY does not). */
 struct repeats {
     PyObject *topic;
     unsigned char topic_raw[64];
     Py_ssize_t topic_len;
-    PyObject *host[2];
-    unsigned char host_raw[2][8];
     struct number_seen number[N_COUNT];
     int properties_seen;
     struct property_seen property[PROPERTY_CACHE];
@@ -139,8 +137,6 @@ static void
 repeats_clear(struct repeats *r)
 {
     Py_CLEAR(r->topic);
-    Py_CLEAR(r->host[0]);
-    Py_CLEAR(r->host[1]);
     for (int i = 0; i < N_COUNT; i++) {
         Py_CLEAR(r->number[i].value);
     }
@@ -151,11 +147,17 @@ repeats_clear(struct repeats *r)
     r->properties_seen = 0;
 }
 
+/* The last born and store host decoded, kept from body to body: a consumer's pulls come
+ * from one broker and mostly from few producers, and formatting the address costs more than
+ * the rest of a record's fixed fields together. */
+static PyObject *last_host[2];
+static unsigned char last_host_raw[2][8];
+
 /* A new reference to ("a.b.c.d", port) for the 8 bytes at raw. */
 static PyObject *
-ipv4_host(struct repeats *r, int which, const unsigned char *raw)
+ipv4_host(int which, const unsigned char *raw)
 {
-    if (r->host[which] == NULL || memcmp(r->host_raw[which], raw, 8) != 0) {
+    if (last_host[which] == NULL || memcmp(last_host_raw[which], raw, 8) != 0) {
         PyObject *port = PyLong_FromUnsignedLong(be32(raw + 4));
         if (port == NULL) {
             return NULL;
@@ -171,10 +173,10 @@ ipv4_host(struct repeats *r, int which, const unsigned char *raw)
         if (pair == NULL) {
             return NULL;
         }
-        Py_XSETREF(r->host[which], pair);
-        memcpy(r->host_raw[which], raw, 8);
+        Py_XSETREF(last_host[which], pair);
+        memcpy(last_host_raw[which], raw, 8);
     }
-    return Py_NewRef(r->host[which]);
+    return Py_NewRef(last_host[which]);
 }
 
 /* A new reference to an int of value v, the previous record's when it had the same. */
@@ -441,8 +443,8 @@ decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int
     SET(F_PROPERTIES, decode_properties_raw(r, props_raw, (Py_ssize_t)props_len));
     SET(F_SYS_FLAG, PyLong_FromLong(sys_flag));
     SET(F_BORN_TIMESTAMP, repeated_number(r, N_BORN_TIMESTAMP, (int64_t)be64(rec + 40)));
-    SET(F_BORN_HOST, ipv4_host(r, 0, rec + 48));
-    SET(F_STORE_HOST, ipv4_host(r, 1, rec + 64));
+    SET(F_BORN_HOST, ipv4_host(0, rec + 48));
+    SET(F_STORE_HOST, ipv4_host(1, rec + 64));
     SET(F_RECONSUME_TIMES, PyLong_FromLong((int32_t)be32(rec + 72)));
     SET(F_PREPARED_TRANSACTION_OFFSET, PyLong_FromLongLong(be64(rec + 76)));
     SET(F_STORE_TIMESTAMP, repeated_number(r, N_STORE_TIMESTAMP, (int64_t)be64(rec + 56)));
