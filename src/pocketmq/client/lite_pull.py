@@ -113,10 +113,11 @@ class LitePullConsumer(RebalancingConsumer):
 
     def on_pulled(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         self._buffer.append((pq, msgs))
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(True)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(True)
 
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         """The next pulled batch of one queue, or [] if nothing came within timeout_s."""
