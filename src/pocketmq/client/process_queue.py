@@ -4,7 +4,8 @@ In-flight messages are kept by offset, so the offset to commit is always the low
 yet consumed (at-least-once: a crash re-delivers, never skips). Its counters drive flow control:
 the queue's pulls pause while it holds too much and resume when consumption frees space.
 Orderly consumption also keeps here the queue's broker lock and the batch being consumed.
-No I/O here.
+``hold_messages`` and ``release_messages`` (C in ``_native/held.c``, the ``*_py`` functions the
+reference) do a batch's bookkeeping in one call. No I/O here.
 """
 
 from __future__ import annotations
@@ -12,9 +13,39 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable
+from typing import Final
 
 from pocketmq.client.route import MessageQueue
+from pocketmq.protocol import native
 from pocketmq.protocol.message import MessageExt
+
+
+def hold_messages_py(held: dict[int, MessageExt], msgs: Iterable[MessageExt]) -> tuple[int, int]:
+    """Adds to ``held`` (offset -> message) each message whose offset it lacks; returns the
+    bytes of the bodies added and the highest offset added (-1: none)."""
+    size, highest = 0, -1
+    for m in msgs:
+        offset = m.queue_offset
+        if offset not in held:
+            held[offset] = m
+            size += len(m.body)
+            if offset > highest:
+                highest = offset
+    return size, highest
+
+
+def release_messages_py(held: dict[int, MessageExt], msgs: Iterable[MessageExt]) -> int:
+    """Removes the messages' offsets from ``held``; returns the bytes of the bodies of those
+    that were there."""
+    pop, freed = held.pop, 0
+    for m in msgs:
+        if pop(m.queue_offset, None) is not None:
+            freed += len(m.body)
+    return freed
+
+
+hold_messages: Final = native.select("hold_messages", hold_messages_py)
+release_messages: Final = native.select("release_messages", release_messages_py)
 
 
 class ProcessQueue:
@@ -46,27 +77,17 @@ class ProcessQueue:
         await self.space.wait()
 
     def put(self, msgs: Iterable[MessageExt]) -> None:
-        held = self.msgs
-        size, highest = self.size_bytes, self.max_offset
-        for m in msgs:
-            offset = m.queue_offset
-            if offset not in held:
-                held[offset] = m
-                size += len(m.body)
-                if offset > highest:
-                    highest = offset
-        self.size_bytes, self.max_offset = size, highest
+        size, highest = hold_messages(self.msgs, msgs)
+        self.size_bytes += size
+        if highest > self.max_offset:
+            self.max_offset = highest
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
         """Forget consumed messages; returns the offset to commit (-1: nothing held)."""
         held = self.msgs
         if not held:
             return -1
-        pop, freed = held.pop, 0
-        for m in msgs:
-            if pop(m.queue_offset, None) is not None:
-                freed += len(m.body)
-        self.size_bytes -= freed
+        self.size_bytes -= release_messages(held, msgs)
         self.space.set()
         return next(iter(held)) if held else self.max_offset + 1
 
