@@ -7,9 +7,13 @@ process of its own, so that each child imports pocketmq with or without
 ``POCKETMQ_PURE_PYTHON=1``; every round uses a fresh consumer group and so reads the whole
 topic from its first offset. For each round: msgs/s, the child's CPU (its share of one core)
 and the broker's CPU per message. ``--profile DIR`` records py-spy profiles of the client
-child and of the broker for every round and prints their top frames. Linux only.
+child and of the broker for every round and prints their top frames. ``--baseline-src DIR``
+adds, to every round, a child that imports pocketmq from DIR (the ``src`` of another checkout,
+its extension built in place) right after this tree's: the client CPU per message of two
+versions, alternating, from the same broker and data. Linux only.
 
     .venv/bin/python bench/consume_bench.py [--count 200000] [--rounds 2] [--profile DIR]
+        [--baseline-src ../main/src]
 """
 
 from __future__ import annotations
@@ -88,7 +92,12 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_round(
-    serve: ServeProcess, impl: str, group: str, count: int, profile_dir: Path | None
+    serve: ServeProcess,
+    impl: str,
+    group: str,
+    count: int,
+    profile_dir: Path | None,
+    src: Path | None = None,
 ) -> dict[str, float | str]:
     namesrv = f"127.0.0.1:{serve.ports['namesrv']}"
     command = [sys.executable, __file__, "--child", "--namesrv", namesrv, "--group", group,
@@ -98,6 +107,8 @@ def run_round(
         command += ["--child-profile", str(profile_dir / f"{group}-client.txt")]
         broker_profile = profile_dir / f"{group}-broker.txt"
     env = {**os.environ, "POCKETMQ_PURE_PYTHON": IMPLEMENTATIONS[impl]}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     with py_spy(serve.proc.pid, broker_profile):
         broker0 = process_cpu_s(serve.proc.pid)
         out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
@@ -122,6 +133,9 @@ def main() -> None:
     parser.add_argument("--impls", default="native,python", help="client implementations")
     parser.add_argument("--broker-impl", choices=sorted(IMPLEMENTATIONS), default="native")
     parser.add_argument("--profile", type=Path, default=None, help="directory for py-spy output")
+    parser.add_argument(
+        "--baseline-src", type=Path, default=None, help="another pocketmq src to compare with"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
@@ -142,20 +156,25 @@ def main() -> None:
             uvloop.run(produce(namesrv, args.count, args.size))
             print(f"produced {args.count:,} x {args.size} B in {time.perf_counter() - t0:.1f} s"
                   f" (broker {args.broker_impl})", flush=True)  # fmt: skip
+            sources: list[tuple[str, Path | None]] = [("", None)]
+            if args.baseline_src is not None:
+                sources.append((" baseline", args.baseline_src.resolve()))
             for r in range(args.rounds):
                 for impl in args.impls.split(","):
-                    group = f"w3-{impl}-{r}"
-                    res = run_round(serve, impl, group, args.count, args.profile)
-                    print(
-                        f"{impl:>6} round {r}: {res['msgs_s']:>9,.0f} msgs/s  client CPU "
-                        f"{res['client_cpu_pct']:5.1f}% ({res['client_us_msg']:.2f} µs/msg)  "
-                        f"broker {res['broker_us_msg']:.2f} µs/msg",
-                        flush=True,
-                    )
-                    if args.profile:
-                        for side in ("client", "broker"):
-                            path = args.profile / f"{group}-{side}.txt"
-                            print(f"-- {side} profile, {group}\n{report(parse(path), 10)}")
+                    for label, src in sources:
+                        group = f"w3-{impl}{label.replace(' ', '-')}-{r}"
+                        res = run_round(serve, impl, group, args.count, args.profile, src)
+                        print(
+                            f"{impl:>6}{label} round {r}: {res['msgs_s']:>9,.0f} msgs/s  "
+                            f"client CPU {res['client_cpu_pct']:5.1f}% "
+                            f"({res['client_us_msg']:.2f} µs/msg)  "
+                            f"broker {res['broker_us_msg']:.2f} µs/msg",
+                            flush=True,
+                        )
+                        if args.profile:
+                            for side in ("client", "broker"):
+                                path = args.profile / f"{group}-{side}.txt"
+                                print(f"-- {side} profile, {group}\n{report(parse(path), 10)}")
         finally:
             serve.stop()
 

@@ -15,8 +15,10 @@ PY="${PYTHON:-.venv/bin/python}"
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_records.py
     tests/unit/protocol/test_native_decode.py
     tests/unit/protocol/test_message.py tests/unit/store/test_native_index.py
-    tests/unit/store/test_native_dispatch.py tests/unit/store/test_native_pull.py)
-ASAN_TESTS=(tests/unit/protocol tests/unit/store tests/unit/broker/test_unbatch.py)
+    tests/unit/store/test_native_dispatch.py tests/unit/store/test_native_pull.py
+    tests/unit/client/test_native_held.py)
+ASAN_TESTS=(tests/unit/protocol tests/unit/store tests/unit/broker/test_unbatch.py
+    tests/unit/client/test_native_held.py)
 if (($#)); then CODEC_TESTS=("$@") ASAN_TESTS=("$@"); fi
 PYTEST=(-m pytest -q -x -p no:randomly -p no:cacheprovider --hypothesis-profile=sanitizer)
 WORK="$(mktemp -d)"

@@ -2,11 +2,12 @@
 
 ``pocketmq._speedups`` (C sources in src/pocketmq/_native, compiled by setup.py when a
 compiler is present, skipped when not) implements some per-message functions of
-``pocketmq.protocol`` and ``pocketmq.store`` (a put's index entries, dispatch requests and
-consume-queue units) again, with the same results and the same errors; the pure-Python
-functions are the reference and the fallback. A module with such a function defines the
-reference under a ``*_py`` name and binds the public name with :func:`select`, so callers
-import the public name from where they always did and never see which implementation runs.
+``pocketmq.protocol``, ``pocketmq.store`` (a put's index entries, dispatch requests and
+consume-queue units) and ``pocketmq.client`` (a process queue's pulled batches) again, with the
+same results and the same errors; the pure-Python functions are the reference and the
+fallback. A module with such a function defines the reference under a ``*_py`` name and binds
+the public name with :func:`select`, so callers import the public name from where they always
+did and never see which implementation runs.
 
 The extension is active when it imports and ``POCKETMQ_PURE_PYTHON`` is unset, empty or ``0``;
 the environment is read once, at import. :data:`IMPLEMENTATION` names the active side and
