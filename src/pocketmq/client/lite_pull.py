@@ -121,17 +121,21 @@ class LitePullConsumer(RebalancingConsumer):
 
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         """The next pulled batch of one queue, or [] if nothing came within timeout_s."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        if timeout_s <= 0:
+            return []
         buffer = self._buffer
+        # The clock is read only when the buffer is empty: asyncio.get_running_loop costs a
+        # getpid system call, and a poll mostly finds a batch waiting.
+        deadline: float | None = None
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return []
-            if not buffer and not await self._batch_within(loop, remaining):
-                return []
             if not buffer:
-                continue  # another poll took the batch that woke this one
+                loop = asyncio.get_running_loop()
+                if deadline is None:
+                    deadline = loop.time() + timeout_s
+                remaining = deadline - loop.time()
+                if remaining <= 0 or not await self._batch_within(loop, remaining):
+                    return []
+                continue  # a batch came (unless another poll took it first)
             pq, msgs = buffer.popleft()
             if pq.dropped or self.process_queues.get(pq.mq) is not pq:
                 continue  # the queue was released or sought since this batch was pulled
