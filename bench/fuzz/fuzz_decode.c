@@ -4,8 +4,8 @@
  * return, or raise the same exception with the same message; a difference aborts. The same
  * bytes are also read as a batch send's body (batch_messages), as dispatch requests written
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
- * messages of a put (dispatch_requests and encode_records, their tags and keys cut from the
- * input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
+ * messages of a put (dispatch_requests, encode_records and encode_batch_body, their tags and
+ * keys cut from the input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
  * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
  * limits, the rest splits into consume-queue and CommitLog segments.
@@ -109,6 +109,9 @@ static const char CHECK_SOURCE[] =
     "        b = outcome(consume_queue.consume_queue_put_requests_py, mm_b, *args)\n"
     "        assert a == b and mm_a == mm_b, (data, pos, limit, a, b)\n"
     "    msgs = messages(data)\n"
+    "    a = outcome(s.encode_batch_body, msgs)\n"
+    "    b = outcome(batch.encode_batch_body_py, msgs)\n"
+    "    assert a == b, (data, a, b)\n"
     "    sizes = [len(m.properties) * 100 + 1 for m in msgs]\n"
     "    args = (msgs, sizes, [0] * len(msgs), list(range(len(msgs))), 5, 7, (1000,))\n"
     "    a = outcome(s.dispatch_requests, *args)\n"

@@ -65,6 +65,7 @@ HOMES = {
     "java_string_hash_concat": properties,
     "encode_records": record_codec,
     "place_records": record_codec,
+    "encode_batch_body": batch,
     "decode_batch_body": batch,
     "batch_messages": batch,
     "decode_message": record_codec,
