@@ -1,9 +1,9 @@
 """decode_frame of the C extension against its pure-Python reference: the same RemotingCommand
 (every field, of the same type) for every frame, the same exception with the same message for
 bad ones. Headers are Hypothesis-drawn JSON objects (the fields RocketMQ sends, with values of
-every JSON type, extra keys, nested values) written compact and with escapes,
-whitespace and repeated keys, then cut, bit-flipped or given a lying header length. Skipped
-when the extension is not built.
+every JSON type, extra keys, nested values) written compact and with escapes, whitespace and
+repeated keys, then cut, grown, bit-flipped, overwritten or given a lying header length.
+Skipped when the extension is not built.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_native_decode import outcome
+from test_native_decode import byte_damage, outcome
 
 from pocketmq.protocol import remoting
 from pocketmq.protocol.codes import RequestCode
@@ -92,24 +92,16 @@ def frame_of(header: bytes, body: bytes, serialize: int = 0) -> bytes:
 
 @st.composite
 def damaged(draw: st.DrawFn, frame: bytes) -> bytes:
+    """The frame cut short, grown, bit-flipped, overwritten, or with a lying header length or
+    serialize type."""
     raw = bytearray(frame)
-    kind = draw(st.sampled_from(["cut", "flip", "overwrite", "length", "serialize"]))
-    if kind == "cut":
-        return bytes(raw[: draw(st.integers(0, len(raw)))])
-    if kind == "flip":
-        for _ in range(draw(st.integers(1, 4))):
-            at = draw(st.integers(0, len(raw) - 1))
-            raw[at] ^= 1 << draw(st.integers(0, 7))
-        return bytes(raw)
-    if kind == "overwrite":
-        at = draw(st.integers(0, len(raw) - 1))
-        junk = draw(st.binary(min_size=1, max_size=6))
-        raw[at : at + len(junk)] = junk
-        return bytes(raw)
+    kind = draw(st.sampled_from(["cut", "grow", "flip", "overwrite", "length", "serialize"]))
     if kind == "length":
         raw[1:4] = draw(st.integers(0, (1 << 24) - 1)).to_bytes(3, "big")
-        return bytes(raw)
-    raw[0] = draw(st.integers(0, 255))
+    elif kind == "serialize":
+        raw[0] = draw(st.integers(0, 255))
+    else:
+        return byte_damage(draw, raw, kind)
     return bytes(raw)
 
 
