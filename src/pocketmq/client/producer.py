@@ -265,13 +265,14 @@ class Producer:
                 raise ClientError("Retry Group is not supported for batching")
             if not m.body:
                 raise ClientError("the message body length is zero")
-        inner = []
+        # Each message gets its id in place, as a single send's does (RocketMQ's
+        # MessageBatch.generateFromList sets the ids on the caller's messages too).
+        uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         for m in messages:
-            props = dict(m.properties)
-            props.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_message_id())
-            inner.append(Message(topic, m.body, m.flag, props))
-        batch = Message(topic, encode_batch_body(inner))
-        uniq = ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in inner)
+            if uniq_key not in m.properties:
+                m.properties[uniq_key] = new_message_id()
+        batch = Message(topic, encode_batch_body(messages))
+        uniq = ",".join([m.properties[uniq_key] for m in messages])
         result = await self._send(
             batch, CommunicationMode.SYNC, queue, None, None, timeout_ms, batch_ids=uniq
         )
