@@ -27,7 +27,7 @@ from pocketmq.errors import RequestError
 from pocketmq.grpc import DEFAULT_GRPC_PORT, convert
 from pocketmq.grpc.acl import refusal
 from pocketmq.grpc.activity import boundary
-from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_meta, peer_host
+from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_id, peer_host
 from pocketmq.grpc.consume_activity import ConsumeActivity
 from pocketmq.grpc.convert import status
 from pocketmq.grpc.pull_activity import PullActivity
@@ -68,25 +68,25 @@ class MessagingService(
     async def Heartbeat(
         self, request: svc.HeartbeatRequest, context: Context
     ) -> svc.HeartbeatResponse:
-        client_id = client_meta(context).client_id
-        if not client_id:
+        client = client_id(context)
+        if not client:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
-        self.renew_producer(client_id)
-        self.renew_consumer(client_id)
+        self.renew_producer(client)
+        self.renew_consumer(client)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))
     async def NotifyClientTermination(
         self, request: svc.NotifyClientTerminationRequest, context: Context
     ) -> svc.NotifyClientTerminationResponse:
-        meta = client_meta(context)
-        if not meta.client_id:
+        client = client_id(context)
+        if not client:
             return svc.NotifyClientTerminationResponse(
                 status=status(pb.CLIENT_ID_REQUIRED, "no client id")
             )
-        log.debug("client %s terminated", meta.client_id)
-        self.renewer.forget_client(meta.client_id)
-        self.broker.producers.unregister_all(meta.client_id)
+        log.debug("client %s terminated", client)
+        self.renewer.forget_client(client)
+        self.broker.producers.unregister_all(client)
         return svc.NotifyClientTerminationResponse(status=status())
 
     # ------------------------------------------------------------------ send
@@ -98,7 +98,9 @@ class MessagingService(
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
         born_host = peer_host(context)
-        entries = [await self._send_one(msg, born_host) for msg in request.messages]
+        entries = []
+        for msg in request.messages:  # not a comprehension: that would be one more coroutine
+            entries.append(await self._send_one(msg, born_host))
         codes = {e.status.code for e in entries}
         if len(codes) == 1:
             overall = entries[0].status
