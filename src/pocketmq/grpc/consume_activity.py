@@ -131,25 +131,24 @@ class ConsumeActivity(Activity):
         group, topic = self._group_and_topic(request.group, request.topic)
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
-        results = []
+        # Results are filled where they are: built apart, each would be copied in.
+        response = svc.AckMessageResponse()
+        results = response.entries
         for entry in request.entries:
+            result = results.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
                 handle = await self._settle(context, group, entry.message_id, entry.receipt_handle)
                 await self.pop.ack(group, topic, handle)
-                outcome = status()
             except RequestError as exc:
-                outcome = self._consume_status(exc)
-            results.append(
-                svc.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                    status=outcome,
-                )
-            )  # fmt: skip
-        codes = {r.status.code for r in results}
-        overall = results[0].status if len(codes) == 1 else status(
-            pb.MULTIPLE_RESULTS, "the entries had different outcomes"
-        )  # fmt: skip
-        return svc.AckMessageResponse(status=overall, entries=results)
+                result.status.CopyFrom(self._consume_status(exc))
+            else:
+                convert.set_ok(result.status)
+        if len({r.status.code for r in results}) == 1:
+            response.status.CopyFrom(results[0].status)
+        else:
+            mixed = status(pb.MULTIPLE_RESULTS, "the entries had different outcomes")
+            response.status.CopyFrom(mixed)
+        return response
 
     def _group_and_topic(self, group: pb.Resource, topic: pb.Resource) -> tuple[str, str]:
         """The broker's names of the group and topic an ack, change or forward names.

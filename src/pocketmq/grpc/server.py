@@ -98,20 +98,24 @@ class MessagingService(
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
         born_host = peer_host(context)
-        entries = []
-        for msg in request.messages:  # not a comprehension: that would be one more coroutine
-            entries.append(await self._send_one(msg, born_host))
-        codes = {e.status.code for e in entries}
-        if len(codes) == 1:
-            overall = entries[0].status
+        # Entries are filled where they are: built apart, each would be copied in.
+        response = svc.SendMessageResponse()
+        entries = response.entries
+        for msg in request.messages:
+            await self._send_one(msg, born_host, entries.add())
+        if len({e.status.code for e in entries}) == 1:
+            response.status.CopyFrom(entries[0].status)
         else:
-            overall = status(pb.MULTIPLE_RESULTS, "the messages had different outcomes")
-        return svc.SendMessageResponse(status=overall, entries=entries)
+            response.status.CopyFrom(
+                status(pb.MULTIPLE_RESULTS, "the messages had different outcomes")
+            )
+        return response
 
     async def _send_one(
-        self, message: pb.Message, born_host: tuple[str, int]
-    ) -> svc.SendResultEntry:
-        message_id = message.system_properties.message_id
+        self, message: pb.Message, born_host: tuple[str, int], entry: svc.SendResultEntry
+    ) -> None:
+        """Store one message of a SendMessage and fill its result ``entry``."""
+        entry.message_id = message.system_properties.message_id
         try:
             msg = convert.to_message_ext(message, self._limits, born_host)
             cfg = self.messaging.topic_for_send(msg.topic)
@@ -125,23 +129,22 @@ class MessagingService(
             msg.store_host = self.messaging.store_host
             result = await self.messaging.send(msg, protocol=Protocol.GRPC)
         except RequestError as exc:
-            return svc.SendResultEntry(status=convert.status_of_error(exc), message_id=message_id)
+            entry.status.CopyFrom(convert.status_of_error(exc))
+            return
         code, remark = PUT_STATUS_CODES[result.status]
         if not result.ok:
-            return svc.SendResultEntry(
-                status=convert.status_of_response_code(code, f"{remark} {result.detail}".strip()),
-                message_id=message_id,
+            entry.status.CopyFrom(
+                convert.status_of_response_code(code, f"{remark} {result.detail}".strip())
             )
+            return
         message_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         half = message.system_properties.message_type == pb.TRANSACTION
-        return svc.SendResultEntry(
-            status=status(),
-            message_id=message_id,
-            # RocketMQ answers every send with a transaction id (the message id); a half's is
-            # its offset message id, which EndTransaction reads (convert.half_offset).
-            transaction_id=result.msg_id if half else message_id,
-            offset=result.queue_offset,
-        )
+        convert.set_ok(entry.status)
+        entry.message_id = message_id
+        # RocketMQ answers every send with a transaction id (the message id); a half's is its
+        # offset message id, which EndTransaction reads (convert.half_offset).
+        entry.transaction_id = result.msg_id if half else message_id
+        entry.offset = result.queue_offset
 
     # ------------------------------------------------------------------ transactions
 
