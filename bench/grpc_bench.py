@@ -19,7 +19,8 @@ message (/proc/<pid>/stat before and after, as client_bench.py does); then a tab
 against remoting. Linux only.
 
 grpcio's own cost per call, the floor under these figures, is measured apart by
-``grpc_floor.py`` (a bare grpc.aio echo server, no pocketmq code).
+``grpc_floor.py`` (a bare grpc.aio echo server, no pocketmq code), and the handlers' own cost
+without grpcio by ``grpc_handlers.py``.
 """
 
 from __future__ import annotations
