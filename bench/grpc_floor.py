@@ -11,7 +11,7 @@ With ``--client-metadata`` each call carries the headers the 5.x Python client s
 RPC (``x-mq-client-id``, a fresh ``x-mq-request-id`` and ``x-mq-date-time``, ...), which the
 server's HPACK decoder and metadata handling pay for too.
 
-    python bench/grpc_floor.py [--calls 20000] [--size 1024] [--concurrency 1,32]
+    python bench/grpc_floor.py [--count 20000] [--size 1024] [--concurrency 1,32]
                                [--client-metadata]
 
 Linux only. Not a benchmark of pocketmq: see grpc_bench.py for the endpoint itself.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 import grpc
 import uvloop
 
-from harness import free_port, process_cpu_s
+from harness import add_send_arguments, free_port, process_cpu_s
 
 METHOD = "/bench.Echo/Echo"
 STOP_TIMEOUT_S = 10.0
@@ -75,7 +75,7 @@ async def phase(
 ) -> None:
     call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(METHOD)
     payload = b"x" * args.size
-    per_worker = args.calls // concurrency
+    per_worker = args.count // concurrency
     metadata: Callable[[], Metadata | None] = (
         client_metadata if args.client_metadata else lambda: None
     )
@@ -107,12 +107,7 @@ async def drive(port: int, server_pid: int, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20_000, help="calls per phase")
-    parser.add_argument("--size", type=int, default=1024, help="request bytes")
-    parser.add_argument(
-        "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32],
-        help="calls in flight of each phase, comma-separated",
-    )  # fmt: skip
+    add_send_arguments(parser)  # --count calls per phase, --size of each, --concurrency
     parser.add_argument(
         "--client-metadata", action="store_true", help="send the 5.x client's call headers"
     )
