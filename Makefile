@@ -56,6 +56,8 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/remoting_floor.py
 	$(BIN)/python bench/w2_bench.py
 	$(BIN)/python bench/grpc_bench.py
+	$(BIN)/python bench/grpc_floor.py --client-metadata
+	$(BIN)/python bench/grpc_handlers.py
 	$(BIN)/python bench/delay_bench.py
 	$(BIN)/python bench/sql_filter_bench.py
 	$(BIN)/python bench/transaction_bench.py
