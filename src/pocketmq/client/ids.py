@@ -43,6 +43,9 @@ def client_id(instance_name: str, ip: str | None = None) -> str:
     return f"{ip or local_ip()}@{instance_name}"
 
 
+_TIME_AND_COUNT = struct.Struct(">IH")
+
+
 class UniqueIdGenerator:
     def __init__(self, ip: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
@@ -50,8 +53,7 @@ class UniqueIdGenerator:
             ip_bytes = socket.inet_aton(ip or local_ip())
         except OSError:
             ip_bytes = bytes(4)
-        fix = ip_bytes + struct.pack(">HI", os.getpid() & 0xFFFF, random.getrandbits(32))
-        self._fix_hex = fix.hex().upper()
+        self._fix = ip_bytes + struct.pack(">HI", os.getpid() & 0xFFFF, random.getrandbits(32))
         self._counter = itertools.count(random.getrandbits(16))
         # (start of the current month, start of the next), in epoch ms: one tuple, replaced
         # whole, so that a thread never reads one month's start with another's end.
@@ -71,7 +73,11 @@ class UniqueIdGenerator:
             month_start_ms, next_month_ms = self._month = self._month_of(now_ms)
         # next() on itertools.count is atomic under the GIL: no lock for the counter.
         count = next(self._counter) & 0xFFFF
-        return f"{self._fix_hex}{(now_ms - month_start_ms) & 0xFFFFFFFF:08X}{count:04X}"
+        return (
+            (self._fix + _TIME_AND_COUNT.pack((now_ms - month_start_ms) & 0xFFFFFFFF, count))
+            .hex()
+            .upper()
+        )
 
 
 @functools.cache

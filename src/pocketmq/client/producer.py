@@ -437,9 +437,9 @@ class Producer:
                 continue
             self._record(mq, start, isolation=False)
             if (
-                result is not None
+                self.retry_another_broker_when_not_store_ok
+                and result is not None
                 and result.status is not SendStatus.SEND_OK
-                and self.retry_another_broker_when_not_store_ok
             ):
                 last_broker = mq.broker_name
                 continue
