@@ -27,6 +27,7 @@ setup(
                     "crc32",
                     "pull",
                     "msgid",
+                    "frame",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

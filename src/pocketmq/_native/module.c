@@ -142,6 +142,9 @@ static PyMethodDef speedups_methods[] = {
     {"offset_msg_ids_text", (PyCFunction)(void (*)(void))pmq_offset_msg_ids_text,
      METH_FASTCALL | METH_KEYWORDS,
      "A batch's offset message ids on a host (host_to_bytes's form), comma-separated."},
+    {"decode_frame", (PyCFunction)(void (*)(void))pmq_decode_frame,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A remoting frame without its length prefix as a RemotingCommand."},
     {NULL, NULL, 0, NULL},
 };
 
