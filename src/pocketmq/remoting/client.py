@@ -75,7 +75,10 @@ class RemotingClient:
         Raises:
             ConnectionError, TimeoutError: see RemotingChannel.invoke.
         """
-        return await (await self.channel(addr)).invoke(cmd, timeout_s)
+        channel = self._channels.get(addr)
+        if channel is None or not channel.is_open:
+            channel = await self.channel(addr)
+        return await channel.invoke(cmd, timeout_s)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         (await self.channel(addr)).invoke_oneway(cmd)
