@@ -66,18 +66,25 @@ class UniqueIdGenerator:
         nxt = (start + dt.timedelta(days=32)).replace(day=1)
         return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
 
-    def next_id(self) -> str:
+    def _month_diff(self) -> int:
         now_ms = self.clock.now_ms()
         month_start_ms, next_month_ms = self._month
         if now_ms >= next_month_ms:
             month_start_ms, next_month_ms = self._month = self._month_of(now_ms)
+        return (now_ms - month_start_ms) & 0xFFFFFFFF
+
+    def next_id(self) -> str:
+        diff = self._month_diff()
         # next() on itertools.count is atomic under the GIL: no lock for the counter.
         count = next(self._counter) & 0xFFFF
-        return (
-            (self._fix + _TIME_AND_COUNT.pack((now_ms - month_start_ms) & 0xFFFFFFFF, count))
-            .hex()
-            .upper()
-        )
+        return (self._fix + _TIME_AND_COUNT.pack(diff, count)).hex().upper()
+
+    def next_ids(self, n: int) -> list[str]:
+        """``n`` ids of one clock reading (a batch's): ``next_id``'s layout, consecutive
+        counters, the shared prefix formatted once."""
+        head = (self._fix + _TIME_AND_COUNT.pack(self._month_diff(), 0)[:4]).hex().upper()
+        counter = self._counter
+        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
 
 
 @functools.cache
@@ -87,3 +94,7 @@ def _generator() -> UniqueIdGenerator:
 
 def new_message_id() -> str:
     return _generator().next_id()
+
+
+def new_message_ids(n: int) -> list[str]:
+    return _generator().next_ids(n)

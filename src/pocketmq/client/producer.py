@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from pocketmq.client.fault import QueueSelector
-from pocketmq.client.ids import new_message_id
+from pocketmq.client.ids import new_message_id, new_message_ids
 from pocketmq.client.instance import ClientInstance, new_client_instance
 from pocketmq.client.request_reply import is_reply, prepare_request, reply_message
 from pocketmq.client.route import MessageQueue, TopicRoute
@@ -270,9 +270,9 @@ class Producer:
         # Each message gets its id in place, as a single send's does (RocketMQ's
         # MessageBatch.generateFromList sets the ids on the caller's messages too).
         uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        for m in messages:
+        for m, new_id in zip(messages, new_message_ids(len(messages)), strict=True):
             if uniq_key not in m.properties:
-                m.properties[uniq_key] = new_message_id()
+                m.properties[uniq_key] = new_id
         batch = Message(topic, encode_batch_body(messages))
         uniq = ",".join([m.properties[uniq_key] for m in messages])
         result = await self._send(
