@@ -53,8 +53,11 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/native_bench.py
 	$(BIN)/python bench/client_bench.py
+	$(BIN)/python bench/remoting_floor.py
 	$(BIN)/python bench/w2_bench.py
 	$(BIN)/python bench/grpc_bench.py
+	$(BIN)/python bench/grpc_floor.py --client-metadata
+	$(BIN)/python bench/grpc_handlers.py
 	$(BIN)/python bench/delay_bench.py
 	$(BIN)/python bench/sql_filter_bench.py
 	$(BIN)/python bench/transaction_bench.py

@@ -28,6 +28,7 @@ setup(
                     "pull",
                     "msgid",
                     "held",
+                    "frame",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

@@ -17,6 +17,10 @@ register the same ``apache.rocketmq.v2`` names. Topics for it are created first 
 For each phase: throughput, send latencies, and the CPU time the broker process spent per
 message (/proc/<pid>/stat before and after, as client_bench.py does); then a table of gRPC
 against remoting. Linux only.
+
+grpcio's own cost per call, the floor under these figures, is measured apart by
+``grpc_floor.py`` (a bare grpc.aio echo server, no pocketmq code), and the handlers' own cost
+without grpcio by ``grpc_handlers.py``.
 """
 
 from __future__ import annotations

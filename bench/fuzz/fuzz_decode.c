@@ -4,8 +4,9 @@
  * return, or raise the same exception with the same message; a difference aborts. The same
  * bytes are also read as a batch send's body (batch_messages), as dispatch requests written
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
- * messages of a put (dispatch_requests and encode_records, their tags and keys cut from the
- * input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), and as a
+ * messages of a put (dispatch_requests, encode_records and encode_batch_body, their tags and
+ * keys cut from the input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
+ * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
  * limits, the rest splits into consume-queue and CommitLog segments.
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
@@ -63,6 +64,14 @@ static const char CHECK_SOURCE[] =
     "        b = outcome(record_codec.decode_message_py, data, **kw)\n"
     "        assert a == b, (data, kw, a, b)\n"
     "    check_put(data)\n"
+    "    check_frame(data)\n"
+    "from pocketmq.protocol import remoting\n"
+    "def check_frame(data):\n"
+    "    for frame in (data, b'\\0' + len(data).to_bytes(3, 'big') + data,\n"
+    "                  b'\\0' + (len(data) // 2).to_bytes(3, 'big') + data):\n"
+    "        a = outcome(s.decode_frame, frame)\n"
+    "        b = outcome(remoting.decode_frame_py, frame)\n"
+    "        assert a == b, (frame, a, b)\n"
     "from pocketmq.protocol import batch\n"
     "from pocketmq.protocol import message\n"
     "from pocketmq.protocol.message import MessageExt, host_to_bytes\n"
@@ -100,6 +109,9 @@ static const char CHECK_SOURCE[] =
     "        b = outcome(consume_queue.consume_queue_put_requests_py, mm_b, *args)\n"
     "        assert a == b and mm_a == mm_b, (data, pos, limit, a, b)\n"
     "    msgs = messages(data)\n"
+    "    a = outcome(s.encode_batch_body, msgs)\n"
+    "    b = outcome(batch.encode_batch_body_py, msgs)\n"
+    "    assert a == b, (data, a, b)\n"
     "    sizes = [len(m.properties) * 100 + 1 for m in msgs]\n"
     "    args = (msgs, sizes, [0] * len(msgs), list(range(len(msgs))), 5, 7, (1000,))\n"
     "    a = outcome(s.dispatch_requests, *args)\n"

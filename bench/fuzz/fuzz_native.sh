@@ -46,6 +46,14 @@ units = b"".join(struct.pack(">qiq", phy, size, tags) for phy, size, tags in
 log = bytes(range(256))
 (out / "scan").write_bytes(bytes([49, 3, 3, 7, 1, 0, 36, 100]) + units + log)
 (out / "scan-tags").write_bytes(bytes([49, 3, 3, 7, 0x40, 0, 36, 100]) + units + log)
+# A V2 send's JSON header, alone (check_frame prefixes it) and as a whole frame.
+from pocketmq.protocol.properties import encode_properties
+from pocketmq.protocol.remoting import RemotingCommand
+send = RemotingCommand.request(310, {"a": "g", "b": "T", "e": 1, "i": encode_properties(
+    {"TAGS": "t", "UNIQ_KEY": "U\u00e9"}), "k": False}, b"body")
+frame = send.encode()[4:]
+(out / "header").write_bytes(frame[4 : len(frame) - 4])
+(out / "frame").write_bytes(frame)
 PY
 # The venv's site-packages after the copy: pocketmq.store (the dispatch references) imports
 # the broker's dependencies.

@@ -3,7 +3,8 @@
 import mmap
 from collections.abc import Callable, Sequence
 
-from pocketmq.protocol.message import Host, MessageExt
+from pocketmq.protocol.message import Host, Message, MessageExt
+from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.store.index_insert import IndexedRecord
 from pocketmq.store.pull_scan import pull_scan_py
 
@@ -29,6 +30,7 @@ def place_records(
     store_timestamp: int,
     queue_offsets: list[int],
 ) -> None: ...
+def encode_batch_body(messages: Sequence[Message]) -> bytes: ...
 def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]: ...
 def decode_message(
     buf: bytes | bytearray | memoryview | mmap.mmap,
@@ -47,4 +49,6 @@ def index_put_requests(
     reqs: Sequence[IndexedRecord],
     start: int,
 ) -> int: ...
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand: ...
+
 pull_scan = pull_scan_py

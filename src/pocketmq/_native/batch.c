@@ -10,6 +10,8 @@
  */
 #include "speedups.h"
 
+#include <string.h>
+
 #define BATCH_HEAD 20
 
 static int32_t
@@ -226,5 +228,149 @@ pmq_batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         pos = next;
     }
     Py_DECREF(base_props);
+    return out;
+}
+
+/* encode_batch_body: the batch body of a list or tuple of messages. The fast path takes
+ * messages whose body is exact bytes, whose flag is an int that fits 32 bits and whose
+ * properties pmq_properties_text takes and fit a signed 16-bit length in UTF-8; anything else
+ * (another iterable included: the reference must see all of it) goes to the reference, which
+ * raises what struct.pack and str.encode raise. */
+static PyObject *str_properties, *str_body, *str_flag;
+
+struct encoded {
+    PyObject *body;  /* new references, NULL until read */
+    PyObject *props; /* the properties text */
+    int32_t flag;
+};
+
+static void
+release_encoded(struct encoded *parts, Py_ssize_t count)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_XDECREF(parts[i].body);
+        Py_XDECREF(parts[i].props);
+    }
+    PyMem_Free(parts);
+}
+
+static inline void
+store_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* Reads message m into *e and adds its encoded size to *total: 1, 0 to bail, -1 on error. */
+static int
+encode_entry(PyObject *m, struct encoded *e, Py_ssize_t *total)
+{
+    PyObject *body = PyObject_GetAttr(m, str_body);
+    PyObject *flag = body != NULL ? PyObject_GetAttr(m, str_flag) : NULL;
+    PyObject *props = flag != NULL ? PyObject_GetAttr(m, str_properties) : NULL;
+    int got = 0;
+    if (props == NULL) {
+        PyErr_Clear(); /* no such attribute: the reference says so */
+        goto done;
+    }
+    int64_t flag_value;
+    if (!PyBytes_CheckExact(body) || pmq_int64_in(flag, INT32_MIN, INT32_MAX, &flag_value) < 0) {
+        goto done;
+    }
+    e->props = pmq_properties_text(props);
+    if (e->props == NULL) {
+        got = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t props_len;
+    if (PyUnicode_AsUTF8AndSize(e->props, &props_len) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            got = -1;
+            goto done;
+        }
+        PyErr_Clear(); /* a lone surrogate: the reference's str.encode refuses it */
+        goto done;
+    }
+    Py_ssize_t size = BATCH_HEAD + PyBytes_GET_SIZE(body) + 2 + props_len;
+    if (props_len > INT16_MAX || size > INT32_MAX || *total > PY_SSIZE_T_MAX - size) {
+        goto done; /* struct.pack refuses the length */
+    }
+    *total += size;
+    e->body = Py_NewRef(body);
+    e->flag = (int32_t)flag_value;
+    got = 1;
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(flag);
+    Py_XDECREF(props);
+    return got;
+}
+
+PyObject *
+pmq_encode_batch_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    (void)module;
+    if (nargs != 1 || kwnames != NULL
+        || !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0]))) {
+        return pmq_call_reference("encode_batch_body", args, nargs, kwnames);
+    }
+    if (str_properties == NULL) {
+        str_properties = PyUnicode_InternFromString("properties");
+        str_body = PyUnicode_InternFromString("body");
+        str_flag = PyUnicode_InternFromString("flag");
+        if (str_properties == NULL || str_body == NULL || str_flag == NULL) {
+            return NULL;
+        }
+    }
+    /* A new reference: a list may not change under us while attributes are read. */
+    PyObject *seq = PySequence_Tuple(args[0]);
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(seq), total = 0;
+    struct encoded *parts = PyMem_Calloc(count ? (size_t)count : 1, sizeof(struct encoded));
+    if (parts == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    int got = 1;
+    for (Py_ssize_t i = 0; i < count && got > 0; i++) {
+        got = encode_entry(PyTuple_GET_ITEM(seq, i), &parts[i], &total);
+    }
+    PyObject *out = NULL;
+    if (got > 0) {
+        out = PyBytes_FromStringAndSize(NULL, total);
+        if (out != NULL) {
+            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+            for (Py_ssize_t i = 0; i < count; i++) {
+                Py_ssize_t body_len = PyBytes_GET_SIZE(parts[i].body), props_len;
+                const char *props = PyUnicode_AsUTF8AndSize(parts[i].props, &props_len);
+                store_be32(p, (uint32_t)(BATCH_HEAD + body_len + 2 + props_len));
+                store_be32(p + 4, 0);
+                store_be32(p + 8, 0);
+                store_be32(p + 12, (uint32_t)parts[i].flag);
+                store_be32(p + 16, (uint32_t)body_len);
+                p += BATCH_HEAD;
+                memcpy(p, PyBytes_AS_STRING(parts[i].body), (size_t)body_len);
+                p += body_len;
+                p[0] = (unsigned char)(props_len >> 8);
+                p[1] = (unsigned char)props_len;
+                p += 2;
+                memcpy(p, props, (size_t)props_len);
+                p += props_len;
+            }
+        }
+    }
+    release_encoded(parts, count);
+    Py_DECREF(seq);
+    if (got < 0) {
+        return NULL;
+    }
+    if (got == 0) {
+        return pmq_call_reference("encode_batch_body", args, nargs, kwnames);
+    }
     return out;
 }

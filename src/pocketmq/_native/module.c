@@ -148,6 +148,12 @@ static PyMethodDef speedups_methods[] = {
     {"offset_msg_ids_text", (PyCFunction)(void (*)(void))pmq_offset_msg_ids_text,
      METH_FASTCALL | METH_KEYWORDS,
      "A batch's offset message ids on a host (host_to_bytes's form), comma-separated."},
+    {"encode_batch_body", (PyCFunction)(void (*)(void))pmq_encode_batch_body,
+     METH_FASTCALL | METH_KEYWORDS,
+     "The body of a batch send of a list or tuple of messages."},
+    {"decode_frame", (PyCFunction)(void (*)(void))pmq_decode_frame,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A remoting frame without its length prefix as a RemotingCommand."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -149,7 +149,7 @@ class MessagingService(ConsumingService):
                     self._to_dead_letter(group, msg)
             self.broker.timer.rewrite(msg)
             self.broker.schedule.rewrite(msg)
-            result = await self.store.put_messages([msg])
+            result = await self.store.put_coalesced([msg])
         if result.ok:
             self.stats.on_put(topic, 1, result.wrote_bytes, protocol, message_type)
         return result
@@ -167,7 +167,7 @@ class MessagingService(ConsumingService):
                 "transactional messages cannot be sent in a batch: send each on its own",
             )
         self.stamp(msgs)
-        result = await self.store.put_messages(msgs)
+        result = await self.store.put_coalesced(msgs)
         if result.ok:
             self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes,
                               message_type=message_type_of(msgs[0].properties))  # fmt: skip

@@ -15,7 +15,6 @@ import os
 import random
 import socket
 import struct
-import threading
 import time
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
@@ -44,6 +43,9 @@ def client_id(instance_name: str, ip: str | None = None) -> str:
     return f"{ip or local_ip()}@{instance_name}"
 
 
+_TIME_AND_COUNT = struct.Struct(">IH")
+
+
 class UniqueIdGenerator:
     def __init__(self, ip: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
@@ -53,25 +55,36 @@ class UniqueIdGenerator:
             ip_bytes = bytes(4)
         self._fix = ip_bytes + struct.pack(">HI", os.getpid() & 0xFFFF, random.getrandbits(32))
         self._counter = itertools.count(random.getrandbits(16))
-        self._lock = threading.Lock()
-        self._month_start_ms = 0
-        self._next_month_ms = 0
+        # (start of the current month, start of the next), in epoch ms: one tuple, replaced
+        # whole, so that a thread never reads one month's start with another's end.
+        self._month = (0, 0)
 
-    def _roll_month(self, now_ms: int) -> None:
+    @staticmethod
+    def _month_of(now_ms: int) -> tuple[int, int]:
         now = dt.datetime.fromtimestamp(now_ms / 1000)
         start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         nxt = (start + dt.timedelta(days=32)).replace(day=1)
-        self._month_start_ms = int(start.timestamp() * 1000)
-        self._next_month_ms = int(nxt.timestamp() * 1000)
+        return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+
+    def _month_diff(self) -> int:
+        now_ms = self.clock.now_ms()
+        month_start_ms, next_month_ms = self._month
+        if now_ms >= next_month_ms:
+            month_start_ms, next_month_ms = self._month = self._month_of(now_ms)
+        return (now_ms - month_start_ms) & 0xFFFFFFFF
 
     def next_id(self) -> str:
-        now_ms = self.clock.now_ms()
-        with self._lock:
-            if now_ms >= self._next_month_ms:
-                self._roll_month(now_ms)
-            diff = (now_ms - self._month_start_ms) & 0xFFFFFFFF
-            count = next(self._counter) & 0xFFFF
-        return (self._fix + struct.pack(">IH", diff, count)).hex().upper()
+        diff = self._month_diff()
+        # next() on itertools.count is atomic under the GIL: no lock for the counter.
+        count = next(self._counter) & 0xFFFF
+        return (self._fix + _TIME_AND_COUNT.pack(diff, count)).hex().upper()
+
+    def next_ids(self, n: int) -> list[str]:
+        """``n`` ids of one clock reading (a batch's): ``next_id``'s layout, consecutive
+        counters, the shared prefix formatted once."""
+        head = (self._fix + _TIME_AND_COUNT.pack(self._month_diff(), 0)[:4]).hex().upper()
+        counter = self._counter
+        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
 
 
 @functools.cache
@@ -81,3 +94,7 @@ def _generator() -> UniqueIdGenerator:
 
 def new_message_id() -> str:
     return _generator().next_id()
+
+
+def new_message_ids(n: int) -> list[str]:
+    return _generator().next_ids(n)

@@ -175,6 +175,22 @@ class ClientInstance:
             ConnectionError, TimeoutError: no answer.
         """
         cmd = RemotingCommand.request(code, fields, body)
+        return await self.invoke_command(addr, cmd, timeout_s=timeout_s, ok=ok)
+
+    async def invoke_command(
+        self,
+        addr: str,
+        cmd: RemotingCommand,
+        *,
+        timeout_s: float | None = None,
+        ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """``invoke`` of a request already built (the producer's sends build theirs).
+
+        Raises:
+            BrokerError: a response code not in ``ok``.
+            ConnectionError, TimeoutError: no answer.
+        """
         resp = await self.remoting.invoke(addr, cmd, timeout_s or self.rpc_timeout_s)
         if resp.code not in ok:
             raise BrokerError(resp.code, resp.remark, addr)

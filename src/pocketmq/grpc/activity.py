@@ -5,6 +5,7 @@ call. No RPC is served here.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -29,6 +30,7 @@ from pocketmq.protocol.fields import (
     check_queue_id,
 )
 from pocketmq.protocol.names import FIRST_RETRY_DELAY_LEVEL
+from pocketmq.store.config import parse_delay_levels
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -84,6 +86,14 @@ def _status_code(response: object) -> int:
     return int(code)
 
 
+@functools.lru_cache(maxsize=8)
+def _retry_ladder(message_delay_level: str) -> tuple[int, ...]:
+    """The 4.x retry ladder of a delay-level setting: level 3 (10 s) on. Cached, since every
+    ReceiveMessage reads it and the setting changes only with the broker's config."""
+    levels = parse_delay_levels(message_delay_level)
+    return levels[FIRST_RETRY_DELAY_LEVEL - 1 :] or levels[-1:]
+
+
 class Activity:
     def __init__(self, broker: Broker, host: str) -> None:
         self.broker = broker
@@ -92,6 +102,7 @@ class Activity:
         self.host = host
         self.port = 0  # set once the server is bound
         self._spread = itertools.count()
+        self._send_limits: SendLimits | None = None
         self.renewer = ReceiptRenewer(
             broker.pop,
             broker.config.default_invisible_time_mills,
@@ -101,7 +112,11 @@ class Activity:
 
     @property
     def _limits(self) -> SendLimits:
-        return SendLimits(max_body_size=self.broker.config.store.max_message_size)
+        """Read on every send: rebuilt only when an update of the config changed it."""
+        size = self.broker.config.store.max_message_size
+        if self._send_limits is None or self._send_limits.max_body_size != size:
+            self._send_limits = SendLimits(max_body_size=size)
+        return self._send_limits
 
     def _broker_pb(self) -> pb.Broker:
         return pb.Broker(
@@ -125,9 +140,7 @@ class Activity:
         if cfg.consume_message_orderly:
             intervals: tuple[int, ...] = (FIFO_RETRY_INTERVAL_MS,)
         else:
-            # The 4.x retry ladder: delay level 3 (10 s) on.
-            levels = self.broker.config.store.delay_levels_ms
-            intervals = levels[FIRST_RETRY_DELAY_LEVEL - 1 :] or levels[-1:]
+            intervals = _retry_ladder(self.broker.config.store.message_delay_level)
         return GroupPolicy(
             max_delivery_attempts=cfg.retry_max_times + 1,
             retry_intervals_ms=intervals,

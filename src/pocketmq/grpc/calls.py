@@ -3,6 +3,7 @@ that do not decode, and (with the broker's ACL on) requests the ACL refuses."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -31,11 +32,14 @@ class ClientMeta:
     date_time: str
 
 
+_CLIENT_ID = "x-mq-client-id"
+
+
 def client_meta(context: Context) -> ClientMeta:
     metadata = context.invocation_metadata() or ()
     values = {key: value for key, value in metadata if isinstance(value, str)}
     return ClientMeta(
-        client_id=values.get("x-mq-client-id", ""),
+        client_id=values.get(_CLIENT_ID, ""),
         request_id=values.get("x-mq-request-id", ""),
         language=values.get("x-mq-language", ""),
         client_version=values.get("x-mq-client-version", ""),
@@ -45,10 +49,26 @@ def client_meta(context: Context) -> ClientMeta:
     )
 
 
+def client_id(context: Context) -> str:
+    """``client_meta(context).client_id`` without the dict and the record: the one field
+    most calls need, read on every call."""
+    found = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == _CLIENT_ID and isinstance(value, str):
+            found = value  # the last one wins, as in client_meta
+    return found
+
+
 def peer_host(context: Context) -> tuple[str, int]:
     """The client's address as gRPC reports it (``ipv4:1.2.3.4:5`` or ``ipv6:[::1]:5``); the
     loopback address when it is not an IP socket, since records need an address."""
-    kind, _, rest = context.peer().partition(":")
+    return _host_of(context.peer())
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_of(peer: str) -> tuple[str, int]:
+    # Cached: every send reads it, and a client keeps its connection (its peer) for many.
+    kind, _, rest = peer.partition(":")
     host, _, port = rest.rpartition(":")
     if kind in ("ipv4", "ipv6") and port.isdigit():
         return host.strip("[]"), int(port)
@@ -120,7 +140,8 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
             unary = handler.unary_unary
 
             async def unary_unary(request: Any, context: Context) -> Any:
-                await screen(context, request)
+                if admit is not None or isinstance(request, _Undecodable):
+                    await screen(context, request)  # a coroutine per call only when it may abort
                 return await unary(request, context)
 
             return handler._replace(request_deserializer=deserializer, unary_unary=unary_unary)

@@ -11,10 +11,9 @@ from pocketmq.broker.pop import InvalidReceiptHandle, PopRequest
 from pocketmq.errors import RequestError
 from pocketmq.grpc import convert
 from pocketmq.grpc.activity import Activity, boundary, log
-from pocketmq.grpc.calls import Context, client_meta
+from pocketmq.grpc.calls import Context, client_id
 from pocketmq.grpc.convert import status
-from pocketmq.grpc.messages import v2_message
-from pocketmq.grpc.settings import duration
+from pocketmq.grpc.messages import set_ms, v2_message
 from pocketmq.grpc.v2 import definition_pb2 as pb
 from pocketmq.grpc.v2 import service_pb2 as svc
 from pocketmq.protocol.fields import check_batch_size, check_invisible_ms
@@ -94,7 +93,6 @@ class ConsumeActivity(Activity):
     ) -> AsyncIterator[svc.ReceiveMessageResponse]:
         """Server streaming, as the proxy writes it: a status, one response per message, then
         the delivery timestamp; or a lone MESSAGE_NOT_FOUND after the long poll."""
-        meta = client_meta(context)
         try:
             pop, poll_ms = self._pop_request(request, context)
             popped = await self.pop.pop(pop, poll_ms)
@@ -111,6 +109,7 @@ class ConsumeActivity(Activity):
             yield svc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
         yield svc.ReceiveMessageResponse(status=status())
+        renewing_for = client_id(context) if request.auto_renew else ""
         for p in popped:
             message = v2_message(
                 p.msg, topic=p.topic, queue_id=p.msg.queue_id, queue_offset=p.msg.queue_offset
@@ -119,9 +118,9 @@ class ConsumeActivity(Activity):
             sp = message.system_properties
             sp.receipt_handle = p.handle
             sp.delivery_attempt = p.attempt
-            sp.invisible_duration.CopyFrom(duration(p.invisible_ms))
-            if request.auto_renew and meta.client_id:
-                self.renewer.track(meta.client_id, pop.group, sp.message_id, p.topic, p.handle)
+            set_ms(sp.invisible_duration, p.invisible_ms)
+            if renewing_for:
+                self.renewer.track(renewing_for, pop.group, sp.message_id, p.topic, p.handle)
             yield svc.ReceiveMessageResponse(message=message)
         yield svc.ReceiveMessageResponse(delivery_timestamp=convert.timestamp_now())
 
@@ -132,28 +131,24 @@ class ConsumeActivity(Activity):
         group, topic = self._group_and_topic(request.group, request.topic)
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
-        client_id = client_meta(context).client_id
-        results = []
+        # Results are filled where they are: built apart, each would be copied in.
+        response = svc.AckMessageResponse()
+        results = response.entries
         for entry in request.entries:
+            result = results.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
-                handle = await self.renewer.settle(
-                    client_id, group, entry.message_id, entry.receipt_handle
-                )
+                handle = await self._settle(context, group, entry.message_id, entry.receipt_handle)
                 await self.pop.ack(group, topic, handle)
-                outcome = status()
             except RequestError as exc:
-                outcome = self._consume_status(exc)
-            results.append(
-                svc.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                    status=outcome,
-                )
-            )  # fmt: skip
-        codes = {r.status.code for r in results}
-        overall = results[0].status if len(codes) == 1 else status(
-            pb.MULTIPLE_RESULTS, "the entries had different outcomes"
-        )  # fmt: skip
-        return svc.AckMessageResponse(status=overall, entries=results)
+                result.status.CopyFrom(self._consume_status(exc))
+            else:
+                convert.set_ok(result.status)
+        if len({r.status.code for r in results}) == 1:
+            response.status.CopyFrom(results[0].status)
+        else:
+            mixed = status(pb.MULTIPLE_RESULTS, "the entries had different outcomes")
+            response.status.CopyFrom(mixed)
+        return response
 
     def _group_and_topic(self, group: pb.Resource, topic: pb.Resource) -> tuple[str, str]:
         """The broker's names of the group and topic an ack, change or forward names.
@@ -165,6 +160,13 @@ class ConsumeActivity(Activity):
         group_name = convert.wrap(group)
         self._group(group_name)
         return group_name, topic_name
+
+    async def _settle(self, context: Context, group: str, message_id: str, handle: str) -> str:
+        """The handle to act on for a client's ack, nack or forward (``ReceiptRenewer.settle``);
+        the client's own when nothing is being renewed, without reading the call's metadata."""
+        if not self.renewer.renewing:
+            return handle
+        return await self.renewer.settle(client_id(context), group, message_id, handle)
 
     @staticmethod
     def _consume_status(exc: RequestError) -> pb.Status:
@@ -184,9 +186,7 @@ class ConsumeActivity(Activity):
             "invisible_duration",
         )
         try:
-            handle = await self.renewer.settle(
-                client_meta(context).client_id, group, request.message_id, request.receipt_handle
-            )
+            handle = await self._settle(context, group, request.message_id, request.receipt_handle)
             new = await self.pop.change_invisible(group, topic, handle, invisible_ms)
         except RequestError as exc:
             return svc.ChangeInvisibleDurationResponse(status=self._consume_status(exc))
@@ -198,9 +198,7 @@ class ConsumeActivity(Activity):
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
         group, topic = self._group_and_topic(request.group, request.topic)
         try:
-            handle = await self.renewer.settle(
-                client_meta(context).client_id, group, request.message_id, request.receipt_handle
-            )
+            handle = await self._settle(context, group, request.message_id, request.receipt_handle)
             await self.pop.forward_to_dead_letter(group, topic, handle)
         except RequestError as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=self._consume_status(exc))

@@ -116,6 +116,12 @@ def status(code: pb.Code = pb.OK, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)
 
 
+def set_ok(target: pb.Status) -> None:
+    """``status()`` written into a response's own Status, which a hot path fills in place."""
+    target.code = pb.OK
+    target.message = "OK"
+
+
 def status_of_error(exc: RequestError) -> pb.Status:
     """The v2 status of a failed request, whichever layer refused it."""
     if isinstance(exc, GrpcRequestError):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.grpc.convert import RESERVED_PROPERTIES
@@ -35,8 +36,11 @@ from pocketmq.protocol.properties import KEY_SEPARATOR
 MAX_INFLATED_BODY_BYTES = 64 << 20
 
 
-def _timestamp(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+def set_ms(target: Timestamp | Duration, ms: int) -> None:
+    """A Timestamp (epoch ms) or Duration (ms) set in place: a message's nested fields are
+    filled where they are, not built apart and copied in (a copy per field per message)."""
+    target.seconds = ms // 1000
+    target.nanos = (ms % 1000) * 1_000_000
 
 
 def _int_property(props: dict[str, str], name: str) -> int | None:
@@ -98,21 +102,26 @@ def v2_message(
     """
     props = msg.properties
     body = _body(msg)
-    checksum = hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
     delivery_ms = _delivery_ms(props)
-    sp = pb.SystemProperties(
-        message_id=msg.uniq_key or create_offset_msg_id(msg.store_host, msg.phy_offset),
-        body_digest=pb.Digest(type=pb.MD5, checksum=checksum),
-        body_encoding=pb.IDENTITY,
-        message_type=_message_type(props, delivery_ms),
-        born_timestamp=_timestamp(msg.born_timestamp),
-        born_host=msg.born_host[0],
-        store_timestamp=_timestamp(msg.store_timestamp),
-        store_host=f"{msg.store_host[0]}:{msg.store_host[1]}",
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        delivery_attempt=msg.reconsume_times + 1,
-    )
+    message = pb.Message(body=body)
+    message.topic.name = topic or msg.topic
+    user = {k: v for k, v in props.items() if k not in RESERVED_PROPERTIES}
+    if user:
+        message.user_properties.update(user)
+    sp = message.system_properties
+    sp.message_id = msg.uniq_key or create_offset_msg_id(msg.store_host, msg.phy_offset)
+    digest = sp.body_digest
+    digest.type = pb.MD5
+    digest.checksum = hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
+    sp.body_encoding = pb.IDENTITY
+    sp.message_type = _message_type(props, delivery_ms)
+    set_ms(sp.born_timestamp, msg.born_timestamp)
+    sp.born_host = msg.born_host[0]
+    set_ms(sp.store_timestamp, msg.store_timestamp)
+    sp.store_host = f"{msg.store_host[0]}:{msg.store_host[1]}"
+    sp.queue_id = queue_id
+    sp.queue_offset = queue_offset
+    sp.delivery_attempt = msg.reconsume_times + 1
     if msg.tags is not None:
         sp.tag = msg.tags
     if msg.keys:
@@ -120,10 +129,5 @@ def v2_message(
     if MessageConst.SHARDING_KEY in props:
         sp.message_group = props[MessageConst.SHARDING_KEY]
     if delivery_ms is not None:
-        sp.delivery_timestamp.CopyFrom(_timestamp(delivery_ms))
-    return pb.Message(
-        topic=pb.Resource(name=topic or msg.topic),
-        user_properties={k: v for k, v in props.items() if k not in RESERVED_PROPERTIES},
-        system_properties=sp,
-        body=body,
-    )
+        set_ms(sp.delivery_timestamp, delivery_ms)
+    return message

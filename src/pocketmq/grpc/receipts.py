@@ -73,6 +73,11 @@ class ReceiptRenewer:
             self._connected.pop(client_id, None)
             self.forget_client(client_id)
 
+    @property
+    def renewing(self) -> bool:
+        """Whether any handle is being renewed (else ``settle`` returns every handle as is)."""
+        return bool(self._handles)
+
     def forget_client(self, client_id: str) -> None:
         for key in [k for k in self._handles if k[0] == client_id]:
             del self._handles[key]

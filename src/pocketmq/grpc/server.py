@@ -27,7 +27,7 @@ from pocketmq.errors import RequestError
 from pocketmq.grpc import DEFAULT_GRPC_PORT, convert
 from pocketmq.grpc.acl import refusal
 from pocketmq.grpc.activity import boundary
-from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_meta, peer_host
+from pocketmq.grpc.calls import Admission, Context, RejectUndecodable, client_id, peer_host
 from pocketmq.grpc.consume_activity import ConsumeActivity
 from pocketmq.grpc.convert import status
 from pocketmq.grpc.pull_activity import PullActivity
@@ -68,25 +68,25 @@ class MessagingService(
     async def Heartbeat(
         self, request: svc.HeartbeatRequest, context: Context
     ) -> svc.HeartbeatResponse:
-        client_id = client_meta(context).client_id
-        if not client_id:
+        client = client_id(context)
+        if not client:
             return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED, "no client id"))
-        self.renew_producer(client_id)
-        self.renew_consumer(client_id)
+        self.renew_producer(client)
+        self.renew_consumer(client)
         return svc.HeartbeatResponse(status=status())
 
     @boundary(lambda s: svc.NotifyClientTerminationResponse(status=s))
     async def NotifyClientTermination(
         self, request: svc.NotifyClientTerminationRequest, context: Context
     ) -> svc.NotifyClientTerminationResponse:
-        meta = client_meta(context)
-        if not meta.client_id:
+        client = client_id(context)
+        if not client:
             return svc.NotifyClientTerminationResponse(
                 status=status(pb.CLIENT_ID_REQUIRED, "no client id")
             )
-        log.debug("client %s terminated", meta.client_id)
-        self.renewer.forget_client(meta.client_id)
-        self.broker.producers.unregister_all(meta.client_id)
+        log.debug("client %s terminated", client)
+        self.renewer.forget_client(client)
+        self.broker.producers.unregister_all(client)
         return svc.NotifyClientTerminationResponse(status=status())
 
     # ------------------------------------------------------------------ send
@@ -98,18 +98,24 @@ class MessagingService(
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
         born_host = peer_host(context)
-        entries = [await self._send_one(msg, born_host) for msg in request.messages]
-        codes = {e.status.code for e in entries}
-        if len(codes) == 1:
-            overall = entries[0].status
+        # Entries are filled where they are: built apart, each would be copied in.
+        response = svc.SendMessageResponse()
+        entries = response.entries
+        for msg in request.messages:
+            await self._send_one(msg, born_host, entries.add())
+        if len({e.status.code for e in entries}) == 1:
+            response.status.CopyFrom(entries[0].status)
         else:
-            overall = status(pb.MULTIPLE_RESULTS, "the messages had different outcomes")
-        return svc.SendMessageResponse(status=overall, entries=entries)
+            response.status.CopyFrom(
+                status(pb.MULTIPLE_RESULTS, "the messages had different outcomes")
+            )
+        return response
 
     async def _send_one(
-        self, message: pb.Message, born_host: tuple[str, int]
-    ) -> svc.SendResultEntry:
-        message_id = message.system_properties.message_id
+        self, message: pb.Message, born_host: tuple[str, int], entry: svc.SendResultEntry
+    ) -> None:
+        """Store one message of a SendMessage and fill its result ``entry``."""
+        entry.message_id = message.system_properties.message_id
         try:
             msg = convert.to_message_ext(message, self._limits, born_host)
             cfg = self.messaging.topic_for_send(msg.topic)
@@ -123,23 +129,22 @@ class MessagingService(
             msg.store_host = self.messaging.store_host
             result = await self.messaging.send(msg, protocol=Protocol.GRPC)
         except RequestError as exc:
-            return svc.SendResultEntry(status=convert.status_of_error(exc), message_id=message_id)
+            entry.status.CopyFrom(convert.status_of_error(exc))
+            return
         code, remark = PUT_STATUS_CODES[result.status]
         if not result.ok:
-            return svc.SendResultEntry(
-                status=convert.status_of_response_code(code, f"{remark} {result.detail}".strip()),
-                message_id=message_id,
+            entry.status.CopyFrom(
+                convert.status_of_response_code(code, f"{remark} {result.detail}".strip())
             )
+            return
         message_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         half = message.system_properties.message_type == pb.TRANSACTION
-        return svc.SendResultEntry(
-            status=status(),
-            message_id=message_id,
-            # RocketMQ answers every send with a transaction id (the message id); a half's is
-            # its offset message id, which EndTransaction reads (convert.half_offset).
-            transaction_id=result.msg_id if half else message_id,
-            offset=result.queue_offset,
-        )
+        convert.set_ok(entry.status)
+        entry.message_id = message_id
+        # RocketMQ answers every send with a transaction id (the message id); a half's is its
+        # offset message id, which EndTransaction reads (convert.half_offset).
+        entry.transaction_id = result.msg_id if half else message_id
+        entry.offset = result.queue_offset
 
     # ------------------------------------------------------------------ transactions
 

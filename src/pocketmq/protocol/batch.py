@@ -21,8 +21,9 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body
 _H16 = struct.Struct(">h")
 
 
-def encode_batch_body(messages: Iterable[Message]) -> bytes:
-    """The body of a batch send of ``messages``."""
+def encode_batch_body_py(messages: Iterable[Message]) -> bytes:
+    """The body of a batch send of ``messages``. The pure-Python reference of
+    pocketmq._speedups; call ``encode_batch_body``."""
     parts: list[bytes] = []
     for m in messages:
         props = encode_properties(m.properties).encode()
@@ -82,5 +83,6 @@ def batch_messages_py(base: MessageExt, body: bytes) -> list[MessageExt]:
     return out
 
 
+encode_batch_body: Final = native.select("encode_batch_body", encode_batch_body_py)
 decode_batch_body: Final = native.select("decode_batch_body", decode_batch_body_py)
 batch_messages: Final = native.select("batch_messages", batch_messages_py)

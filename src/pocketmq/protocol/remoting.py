@@ -33,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.protocol import native
 from pocketmq.protocol.codes import LanguageCode, SerializeType
 
 FLAG_RESPONSE: Final = 0x1
@@ -282,7 +283,7 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
     )
 
 
-def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+def decode_frame_py(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix (serialize type, header, body).
 
     Raises:
@@ -305,3 +306,8 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
         raise RemoteProtocolError(f"unknown serialize type {serialize}")
     cmd.body = bytes(frame[4 + header_len :])
     return cmd
+
+
+# Every request and response is decoded here: the extension's fast path reads the JSON headers
+# RocketMQ clients send without orjson's dict and the per-field checks above.
+decode_frame: Final = native.select("decode_frame", decode_frame_py)

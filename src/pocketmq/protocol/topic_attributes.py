@@ -136,20 +136,23 @@ def topic_message_type(attributes: Mapping[str, str]) -> TopicMessageType | None
     return None if value is None else TopicMessageType(value)
 
 
+# Any of these makes a message a DELAY one; read on every send, so one set test.
+_DELAY_PROPERTIES = frozenset(
+    (
+        MessageConst.DELAY_TIME_LEVEL,
+        MessageConst.TIMER_DELIVER_MS,
+        MessageConst.TIMER_DELAY_SEC,
+        MessageConst.TIMER_DELAY_MS,
+    )
+)
+
+
 def message_type_of(properties: Mapping[str, str]) -> TopicMessageType:
     """The type of a message, from the properties that make it one (parseFromMessageProperty):
     TRANSACTION, DELAY, FIFO, NORMAL in that order of precedence."""
     if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
         return TopicMessageType.TRANSACTION
-    if any(
-        name in properties
-        for name in (
-            MessageConst.DELAY_TIME_LEVEL,
-            MessageConst.TIMER_DELIVER_MS,
-            MessageConst.TIMER_DELAY_SEC,
-            MessageConst.TIMER_DELAY_MS,
-        )
-    ):
+    if not properties.keys().isdisjoint(_DELAY_PROPERTIES):
         return TopicMessageType.DELAY
     if MessageConst.SHARDING_KEY in properties:
         return TopicMessageType.FIFO

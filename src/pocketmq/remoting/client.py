@@ -77,7 +77,6 @@ class RemotingClient:
         """
         channel = self._channels.get(addr)
         if channel is None or not channel.is_open:
-            # The open channel above answers nearly every request without this coroutine.
             channel = await self.channel(addr)
         return await channel.invoke(cmd, timeout_s)
 

@@ -51,6 +51,7 @@ from pocketmq.store.layout import (
     consume_queue_dir,
 )
 from pocketmq.store.prefault import PrefaultService
+from pocketmq.store.put_coalescer import PutCoalescer, split_put
 from pocketmq.store.results import GetResult, PutResult, PutStatus, QueryResult
 from pocketmq.store.truncate import truncate_store
 
@@ -82,6 +83,7 @@ class MessageStore:
         # The HA port's side of replication, on every role as in RocketMQ (the broker binds
         # it); a slave also follows its master with a store.ha.slave.HAClient.
         self.ha_service = HAService(self.commitlog, config, clock)
+        self.coalescer = PutCoalescer(self.append_units)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
@@ -361,20 +363,31 @@ class MessageStore:
             return refusal
         result, reqs = self.commitlog.put(msgs)
         if result.ok:
-            last = self.commitlog.mfq.last()
-            if (
-                self.prefault is not None
-                and last is not None
-                and last.wrote_position >= last.wake_at
-            ):
-                self.prefault.wake()
-            try:
-                self.reput.feed(reqs, result.next_offset)
-            except OSError as exc:
-                # The record is in the CommitLog; dispatch catches up once space is back.
-                log.error("dispatch lags: %s", exc)
-            self.ha_service.notify_appended()
+            self._appended(result, reqs)
         return result
+
+    def append_units(self, units: list[list[MessageExt]]) -> list[PutResult]:
+        """Several appends (each what ``append`` takes) as one CommitLog put, in order, each
+        with its own result. When the log refuses the whole (a unit too large or with bad
+        properties, a refusal of the store), each unit is appended alone instead, so that it
+        gets the answer it would have had alone."""
+        if len(units) > 1 and self._refusal() is None:
+            result, reqs = self.commitlog.put([msg for unit in units for msg in unit])
+            if result.ok:
+                self._appended(result, reqs)
+                return split_put(result, reqs, [len(unit) for unit in units])
+        return [self.append(unit) for unit in units]
+
+    def _appended(self, result: PutResult, reqs: list[DispatchRequest]) -> None:
+        last = self.commitlog.mfq.last()
+        if self.prefault is not None and last is not None and last.wrote_position >= last.wake_at:
+            self.prefault.wake()
+        try:
+            self.reput.feed(reqs, result.next_offset)
+        except OSError as exc:
+            # The record is in the CommitLog; dispatch catches up once space is back.
+            log.error("dispatch lags: %s", exc)
+        self.ha_service.notify_appended()
 
     def append_replica(self, phy_offset: int, data: memoryview) -> None:
         """Append bytes a master replicated (see CommitLog.append_data), then dispatch the
@@ -406,6 +419,15 @@ class MessageStore:
         that must land together); under SYNC_FLUSH return once durable (or with
         FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
         return await self.flushed(self.append(msgs), msgs)
+
+    async def put_coalesced(self, msgs: list[MessageExt]) -> PutResult:
+        """``put_messages``, appended in one CommitLog put with the other ``put_coalesced``
+        calls of this event-loop iteration (see PutCoalescer): for producers' sends, which
+        arrive many at once when several are in flight."""
+        result = self.coalescer.append(msgs)
+        if not isinstance(result, PutResult):
+            result = await result
+        return await self.flushed(result, msgs)
 
     async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:
         """``result`` of ``append(msgs)`` once its records are durable (SYNC_FLUSH) and on a

@@ -243,3 +243,20 @@ def test_message_ids_count_milliseconds_from_the_start_of_the_month() -> None:
     assert _time_of(gen.next_id()) == 0
     clock.advance(1500)
     assert _time_of(gen.next_id()) == 1500
+
+
+def test_a_batch_of_ids_shares_one_time_with_consecutive_counters() -> None:
+    clock = FakeClock(1_700_000_000_000)
+    gen = UniqueIdGenerator("10.1.2.3", clock=clock)
+    first = gen.next_id()
+    batch = gen.next_ids(3)
+    last = gen.next_id()
+    ids = [first, *batch, last]
+    raw = [bytes.fromhex(i) for i in ids]
+    assert all(len(i) == 32 and i == i.upper() for i in ids)
+    assert {r[:14] for r in raw} == {raw[0][:14]}  # ip, pid, random, time: all the same
+    counts = [int.from_bytes(r[14:], "big") for r in raw]
+    assert counts == [(counts[0] + k) & 0xFFFF for k in range(5)]
+    clock.advance(7)
+    assert _time_of(gen.next_ids(1)[0]) == _time_of(first) + 7
+    assert gen.next_ids(0) == []

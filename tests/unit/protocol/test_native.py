@@ -19,7 +19,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.protocol import batch, message, native, properties, pull_body, record_codec
+from pocketmq.protocol import (
+    batch,
+    message,
+    native,
+    properties,
+    pull_body,
+    record_codec,
+    remoting,
+)
 from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
@@ -57,6 +65,7 @@ HOMES = {
     "java_string_hash_concat": properties,
     "encode_records": record_codec,
     "place_records": record_codec,
+    "encode_batch_body": batch,
     "decode_batch_body": batch,
     "batch_messages": batch,
     "decode_message": record_codec,
@@ -66,6 +75,7 @@ HOMES = {
     "consume_queue_put_requests": consume_queue,
     "pull_scan": pull_scan,
     "offset_msg_ids_text": message,
+    "decode_frame": remoting,
 }
 
 

@@ -74,11 +74,8 @@ def records(draw: st.DrawFn) -> bytes:
     return bytes(encode_record(draw(messages()), raw_properties))
 
 
-@st.composite
-def damaged(draw: st.DrawFn, record: bytes) -> bytes:
-    """The record cut short, grown, bit-flipped, overwritten or with a lying length field."""
-    raw = bytearray(record)
-    kind = draw(st.sampled_from(["cut", "grow", "flip", "overwrite", "field"]))
+def byte_damage(draw: st.DrawFn, raw: bytearray, kind: str) -> bytes:
+    """``raw`` (not empty) cut short, grown, bit-flipped or overwritten, as ``kind`` says."""
     if kind == "cut":
         return bytes(raw[: draw(st.integers(0, len(raw)))])
     if kind == "grow":
@@ -88,11 +85,21 @@ def damaged(draw: st.DrawFn, record: bytes) -> bytes:
             at = draw(st.integers(0, len(raw) - 1))
             raw[at] ^= 1 << draw(st.integers(0, 7))
         return bytes(raw)
-    if kind == "overwrite":
-        at = draw(st.integers(0, len(raw) - 1))
-        junk = draw(st.binary(min_size=1, max_size=8))
-        raw[at : at + len(junk)] = junk
-        return bytes(raw[: len(record)])
+    assert kind == "overwrite"
+    size = len(raw)
+    at = draw(st.integers(0, size - 1))
+    junk = draw(st.binary(min_size=1, max_size=8))
+    raw[at : at + len(junk)] = junk
+    return bytes(raw[:size])
+
+
+@st.composite
+def damaged(draw: st.DrawFn, record: bytes) -> bytes:
+    """The record cut short, grown, bit-flipped, overwritten or with a lying length field."""
+    raw = bytearray(record)
+    kind = draw(st.sampled_from(["cut", "grow", "flip", "overwrite", "field"]))
+    if kind != "field":
+        return byte_damage(draw, raw, kind)
     # A length field (total, body, topic, properties) set to anything.
     body_at = 84 + (12 if raw[39] & SysFlag.BORNHOST_V6 else 0)
     body_at += 12 if raw[39] & SysFlag.STOREHOSTADDRESS_V6 else 0

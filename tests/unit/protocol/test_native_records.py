@@ -294,6 +294,54 @@ BATCH_MESSAGES = st.lists(
 
 
 @given(BATCH_MESSAGES)
+def test_encode_batch_body_of_messages(msgs: list[Message]) -> None:
+    assert_same("encode_batch_body", msgs)
+    assert_same("encode_batch_body", tuple(msgs))
+    assert speedups.encode_batch_body(iter(msgs)) == batch.encode_batch_body_py(msgs)
+
+
+class Odd:
+    """A message-like object with whatever fields a caller passes."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+class Props(dict[str, str]):
+    pass
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        Message("T", b"b", 2**31, {}),
+        Message("T", b"b", -(2**31) - 1, {}),
+        Message("T", b"b", True, {}),
+        Message("T", "text", 0, {}),  # type: ignore[arg-type]
+        Message("T", bytearray(b"b"), 0, {}),  # type: ignore[arg-type]
+        Message("T", b"b", 0, {"k": 1}),  # type: ignore[dict-item]
+        Message("T", b"b", 0, Props(k="v")),
+        Message("T", b"b", 0, {"k": "\ud800"}),  # no UTF-8 form
+        Message("T", b"b", 0, {"k": "v" * 32764}),  # 32767 bytes of properties: the limit
+        Message("T", b"b", 0, {"k": "v" * 32765}),
+        Message("T", b"b", 0, {"k": "\u00e9" * 16383}),  # the limit counted in UTF-8 bytes
+        Odd(body=b"b", flag=0, properties={}),
+        Odd(body=b"b", flag=0),
+        Odd(flag=0, properties={}),
+        None,
+    ],
+    ids=repr,
+)
+def test_encode_batch_body_of_odd_messages(msg: Any) -> None:
+    assert_same("encode_batch_body", [Message("T", b"first", 1, {"a": "b"}), msg])
+
+
+@pytest.mark.parametrize("args", [(), ([], 1), (None,), (7,), ("ab",)], ids=repr)
+def test_encode_batch_body_of_bad_arguments(args: tuple[Any, ...]) -> None:
+    assert_same("encode_batch_body", *args)
+
+
+@given(BATCH_MESSAGES)
 def test_decode_batch_body_of_encoded_batches(msgs: list[Message]) -> None:
     body = batch.encode_batch_body(msgs)
     assert_same("decode_batch_body", body)

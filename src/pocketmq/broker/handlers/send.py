@@ -30,19 +30,26 @@ _V2_NAMES = {
     "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
     "n": "brokerName",
 }  # fmt: skip
+_BORN_HOST = "born_host"  # the channel attribute caching born_host's answer
 _V2_CODES = frozenset(
     {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
 )
 
 
 def born_host(channel: RemotingChannel) -> tuple[str, int]:
-    """The producer's address as a record stores it (127.0.0.1:0 when it is not IPv4/6)."""
+    """The producer's address as a record stores it (127.0.0.1:0 when it is not IPv4/6),
+    parsed once per connection: every send asks."""
+    known: tuple[str, int] | None = channel.attributes.get(_BORN_HOST)
+    if known is not None:
+        return known
     host, _, port = channel.peer.rpartition(":")
     try:
         host_to_bytes((host.strip("[]"), int(port)))
-        return host.strip("[]"), int(port)
+        known = host.strip("[]"), int(port)
     except ValueError:
-        return "127.0.0.1", 0
+        known = "127.0.0.1", 0
+    channel.attributes[_BORN_HOST] = known
+    return known
 
 
 def put_response(

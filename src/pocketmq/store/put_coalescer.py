@@ -1,0 +1,80 @@
+"""PutCoalescer: the producers' puts of one event-loop iteration appended as one. No I/O here.
+
+Each put pays a fixed cost besides its messages': the record encode call, the space
+reservation, the dispatch to consume queues and the index, the wake-ups of long polls and
+of the prefault and HA services. Producers with sends in flight (pipelined sends on one
+connection, many connections at once) deliver many puts in one read; coalesced, the puts of
+an iteration take one CommitLog put, in the order they were made, and each still gets its own
+result (``MessageStore.append_units``). The first put of an iteration is appended at once, so
+a lone send waits for nothing (no timer, no batch size to fill); the later ones of the same
+iteration are appended together when it ends, as RemotingChannel holds responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from pocketmq.protocol.message import MessageExt
+from pocketmq.store.dispatch import DispatchRequest
+from pocketmq.store.results import PutResult, PutStatus
+
+AppendUnits = Callable[[list[list[MessageExt]]], list[PutResult]]
+
+
+class PutCoalescer:
+    def __init__(self, append_units: AppendUnits) -> None:
+        self._append_units = append_units
+        # The puts held until this iteration ends; None when no put was made in it.
+        self._pending: list[tuple[list[MessageExt], asyncio.Future[PutResult]]] | None = None
+
+    def append(self, msgs: list[MessageExt]) -> PutResult | asyncio.Future[PutResult]:
+        """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
+        at once (a lone send waits for nothing), later ones when the iteration ends, together;
+        their result is then a future."""
+        loop = asyncio.get_running_loop()
+        if self._pending is None:
+            self._pending = []
+            loop.call_soon(self._append_pending)
+            return self._append_units([msgs])[0]
+        fut: asyncio.Future[PutResult] = loop.create_future()
+        self._pending.append((msgs, fut))
+        return fut
+
+    def _append_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        if not pending:
+            return
+        try:
+            results = self._append_units([msgs for msgs, _ in pending])
+        except Exception as exc:  # each waiter answers its own request; the next puts run
+            for _, fut in pending:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        # A waiter cancelled meanwhile (its connection closed) leaves its messages stored
+        # unacknowledged, as a crash after the append would: its producer retries.
+        for (_, fut), result in zip(pending, results, strict=True):
+            if not fut.done():
+                fut.set_result(result)
+
+
+def split_put(result: PutResult, reqs: list[DispatchRequest], counts: list[int]) -> list[PutResult]:
+    """The results of consecutive units of ``counts`` messages each, from the successful
+    ``result`` of their one put and its dispatch requests (one per message, in order)."""
+    out: list[PutResult] = []
+    start = 0
+    for count in counts:
+        part = reqs[start : start + count]
+        start += count
+        out.append(
+            PutResult(
+                PutStatus.PUT_OK,
+                phy_offsets=[req.phy_offset for req in part],
+                queue_offset=part[0].queue_offset,
+                wrote_bytes=sum(req.size for req in part),
+                store_timestamp=result.store_timestamp,
+                store_host=result.store_host,
+            )
+        )
+    return out
