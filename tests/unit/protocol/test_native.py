@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
+from pocketmq.client import process_queue
 from pocketmq.protocol import (
     batch,
     message,
@@ -76,6 +77,8 @@ HOMES = {
     "pull_scan": pull_scan,
     "offset_msg_ids_text": message,
     "decode_frame": remoting,
+    "hold_messages": process_queue,
+    "release_messages": process_queue,
 }
 
 
