@@ -14,11 +14,10 @@ which every pending request fails with ConnectionError.
 Reading pauses while the transport's write buffer is above its high-water mark, so a peer that
 stops reading cannot make us buffer without bound.
 
-Responses are coalesced per event-loop iteration: the first of an iteration goes to the
-transport at once (a lone response waits for nothing), later ones (a group commit acknowledging
-many sends, the answers to one read's worth of requests) are written together when the
-iteration ends. A request is never held: it goes out at once, after any response held before
-it, so frames keep their order.
+Frames are coalesced per event-loop iteration: the first of an iteration goes to the transport
+at once (a lone request or response waits for nothing), later ones (a group commit
+acknowledging many sends, the answers to one read's worth of requests, the next requests of
+the callers those answers woke) are written together, in order, when the iteration ends.
 """
 
 from __future__ import annotations
@@ -93,14 +92,17 @@ class RemotingChannel(asyncio.Protocol):
         self.conn = RemotingConnection(max_frame)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
-        self.closed = asyncio.get_running_loop().create_future()
+        # Kept: asyncio.get_running_loop() makes a getpid system call on CPython 3.11, and
+        # every frame written and every request asked for a loop.
+        self._loop = asyncio.get_running_loop()
+        self.closed = self._loop.create_future()
         # Monotonic time of the last frame read or written: idle connections are closed.
         self.last_active = time.monotonic()
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # Free-form per-connection state for the server (client id, groups, ...).
         self.attributes: dict[str, Any] = {}
-        # Responses held until this iteration ends; None when no response was written in it.
+        # Frames held until this iteration ends; None when no frame was written in it.
         self._held: list[bytes] | None = None
         # A client's ACL credentials: every request it sends is signed (AclClientRPCHook).
         self.credentials: SessionCredentials | None = None
@@ -220,12 +222,12 @@ class RemotingChannel(asyncio.Protocol):
                     remark=str(exc),
                     serialize_type=cmd.serialize_type,
                 )
-                self._write(True, *self.conn.send_parts(refusal))
+                self._write(*self.conn.send_parts(refusal))
             return
         self.last_active = time.monotonic()
-        self._write(cmd.is_response, head, body)
+        self._write(head, body)
 
-    def _write(self, response: bool, head: bytes, body: bytes) -> None:
+    def _write(self, head: bytes, body: bytes) -> None:
         """Write a frame as its head and body: a vectored write when the body is not empty,
         so that a pull's body is never copied into one buffer with its header."""
         assert self.transport is not None
@@ -235,16 +237,12 @@ class RemotingChannel(asyncio.Protocol):
                 self.transport.writelines((head, body))
             else:
                 self.transport.write(head)
-            if response:
-                self._held = []
-                asyncio.get_running_loop().call_soon(self._write_held)
+            self._held = []
+            self._loop.call_soon(self._write_held)
             return
         held.append(head)
         if body:
             held.append(body)
-        if not response:
-            self._held = []
-            self.transport.writelines(held)
 
     def _write_held(self) -> None:
         held, self._held = self._held, None
@@ -264,7 +262,7 @@ class RemotingChannel(asyncio.Protocol):
         cmd.opaque = self.conn.next_opaque()
         if self.credentials is not None:
             sign_request(cmd, self.credentials)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
         # One timer that fails the future, not asyncio.timeout's cancel-and-translate: this

@@ -27,22 +27,30 @@ class PutCoalescer:
         self._append_units = append_units
         # The puts held until this iteration ends; None when no put was made in it.
         self._pending: list[tuple[list[MessageExt], asyncio.Future[PutResult]]] | None = None
+        # The task that made this iteration's first put.
+        self._first: asyncio.Task[object] | None = None
 
     def append(self, msgs: list[MessageExt]) -> PutResult | asyncio.Future[PutResult]:
         """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
         at once (a lone send waits for nothing), later ones when the iteration ends, together;
-        their result is then a future."""
+        their result is then a future. A task that puts again before anyone else did (one
+        caller's sequence of sends: a gRPC request's messages) is not held either: holding it
+        would only cost it an iteration per two puts."""
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if self._pending is None:
             self._pending = []
+            self._first = task
             loop.call_soon(self._append_pending)
+            return self._append_units([msgs])[0]
+        if not self._pending and task is self._first:
             return self._append_units([msgs])[0]
         fut: asyncio.Future[PutResult] = loop.create_future()
         self._pending.append((msgs, fut))
         return fut
 
     def _append_pending(self) -> None:
-        pending, self._pending = self._pending, None
+        pending, self._pending, self._first = self._pending, None, None
         if not pending:
             return
         try:

@@ -89,16 +89,20 @@ async def test_frames_of_one_iteration_are_written_together_and_a_lone_one_at_on
     assert transport.writes == 2
     assert [cmd.opaque for cmd in transport.commands()] == [1, 2, 3, 4, 5, 6]
 
-    # A new iteration: at once again. A request is never held; it takes the held answer along.
+    # A new iteration: at once again. A request is held like an answer, after it.
     channel.data_received(b"".join(_frame(OK, opaque, oneway=False) for opaque in (7, 8)))
     assert transport.writes == 3
     channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))
+    assert transport.writes == 3
+    await asyncio.sleep(0)
     assert transport.writes == 4
     assert [cmd.is_response for cmd in transport.commands()][-3:] == [True, True, False]
 
-    channel.data_received(_frame(OK, 9, oneway=False))  # the same iteration: held again
+    channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))  # a lone request: at once
+    assert transport.writes == 5
+    channel.data_received(_frame(OK, 9, oneway=False))  # the same iteration: held
     channel.data_received(_frame(OK, 10, oneway=False))
-    assert transport.writes == 4
+    assert transport.writes == 5
     channel.close()  # what is held still goes out, before the transport closes
-    assert transport.writes == 5 and transport.closed
+    assert transport.writes == 6 and transport.closed
     assert [cmd.opaque for cmd in transport.commands() if cmd.is_response][-2:] == [9, 10]

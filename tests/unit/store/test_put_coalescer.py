@@ -59,6 +59,20 @@ def test_the_puts_of_one_iteration_take_one_log_put_in_order(open_small: StoreFa
     assert results[3].msg_ids_text.count(",") == 1
 
 
+def test_one_callers_sequence_of_puts_is_not_held(open_small: StoreFactory) -> None:
+    store = open_small()
+    puts = count_log_puts(store)
+
+    async def run() -> list[PutResult]:
+        first = [await store.put_coalesced([msg(body=bytes([i]))]) for i in range(3)]
+        burst = await at_once(store, [[msg()] for _ in range(3)])  # other tasks: held
+        return first + burst
+
+    results = asyncio.run(run())
+    assert puts == [1, 1, 1, 1, 2]
+    assert [r.queue_offset for r in results] == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_bad_unit_fails_alone(open_small: StoreFactory) -> None:
     store = open_small()  # max_message_size 2000
     units = [[msg(body=b"first")], [msg(body=b"ok")], [msg(body=b"x" * 2001)],
