@@ -1,7 +1,7 @@
 """Types of the C extension built from src/pocketmq/_native (see pocketmq.protocol.native)."""
 
 import mmap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pocketmq.protocol.message import Host, Message, MessageExt
 from pocketmq.protocol.remoting import RemotingCommand
@@ -50,5 +50,7 @@ def index_put_requests(
     start: int,
 ) -> int: ...
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand: ...
+def hold_messages(held: dict[int, MessageExt], msgs: Iterable[MessageExt]) -> tuple[int, int]: ...
+def release_messages(held: dict[int, MessageExt], msgs: Iterable[MessageExt]) -> int: ...
 
 pull_scan = pull_scan_py
