@@ -30,19 +30,13 @@ static const char *const COMMAND_FIELDS[C_COUNT] = {
     "serialize_type",
 };
 
-/* LanguageCode's names, by value: a header names its language (fastjson writes the enum). */
-static const char *const LANGUAGES[] = {
-    "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
-    "PHP", "OMS", "RUST", "NODE_JS",
-};
-#define LANGUAGE_OTHER 7
-#define LANGUAGE_COUNT ((int)(sizeof(LANGUAGES) / sizeof(LANGUAGES[0])))
-
-/* The RemotingCommand class, its slots' offsets and SerializeType.JSON: strong references
- * for the process's life. */
+/* The RemotingCommand class, its slots' offsets, SerializeType.JSON and the reference's
+ * LanguageCode by name (with JAVA, a header's default, and OTHER, for names it does not know):
+ * strong references for the process's life. */
 static PyTypeObject *command_type;
 static Py_ssize_t slot_offset[C_COUNT];
-static PyObject *serialize_json, *str_true, *str_false;
+static PyObject *serialize_json, *str_true, *str_false, *language_by_name;
+static long long language_java, language_other;
 
 #define SLOT(obj, f) (*(PyObject **)((char *)(obj) + slot_offset[f]))
 
@@ -61,9 +55,18 @@ bind_command_type(void)
     PyObject *globals = PyFunction_GetGlobals(ref);
     PyObject *cls = PyDict_GetItemString(globals, "RemotingCommand");
     PyObject *serialize = PyDict_GetItemString(globals, "SerializeType");
-    if (cls == NULL || !PyType_Check(cls) || serialize == NULL) {
+    PyObject *languages = PyDict_GetItemString(globals, "_LANGUAGE_BY_NAME");
+    PyObject *java = languages != NULL ? PyDict_GetItemString(languages, "JAVA") : NULL;
+    PyObject *other = languages != NULL ? PyDict_GetItemString(languages, "OTHER") : NULL;
+    if (cls == NULL || !PyType_Check(cls) || serialize == NULL || languages == NULL
+        || !PyDict_Check(languages) || java == NULL || other == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "pocketmq._speedups: decode_frame's module has no "
-                                            "RemotingCommand or SerializeType");
+                                            "RemotingCommand, SerializeType or languages");
+        return -1;
+    }
+    language_java = PyLong_AsLongLong(java);
+    language_other = PyLong_AsLongLong(other);
+    if (PyErr_Occurred()) {
         return -1;
     }
     if (pmq_slot_offsets(cls, COMMAND_FIELDS, C_COUNT, slot_offset) < 0) {
@@ -76,6 +79,8 @@ bind_command_type(void)
         return -1;
     }
     Py_INCREF(cls);
+    Py_INCREF(languages);
+    language_by_name = languages;
     command_type = (PyTypeObject *)cls;
     return 0;
 }
@@ -426,7 +431,7 @@ top_key(const unsigned char *k, Py_ssize_t n)
 }
 
 /* LanguageCode of a header's language name: -1 when the reference must judge it (not
- * upper-case ASCII: its str.upper() has the last word). */
+ * upper-case ASCII: its str.upper() has the last word), -2 on error. */
 static long long
 language_code(PyObject *name)
 {
@@ -440,12 +445,12 @@ language_code(PyObject *name)
             return -1;
         }
     }
-    for (int i = 0; i < LANGUAGE_COUNT; i++) {
-        if ((size_t)n == strlen(LANGUAGES[i]) && memcmp(s, LANGUAGES[i], (size_t)n) == 0) {
-            return i;
-        }
+    PyObject *code = PyDict_GetItemWithError(language_by_name, name);
+    if (code == NULL) {
+        return PyErr_Occurred() ? -2 : language_other;
     }
-    return LANGUAGE_OTHER;
+    long long value = PyLong_AsLongLong(code);
+    return value == -1 && PyErr_Occurred() ? -2 : value;
 }
 
 /* The header's fields as the reference reads them. */
@@ -460,7 +465,7 @@ static int
 parse_header(struct parser *ps, struct header *h)
 {
     unsigned seen = 0;
-    h->ints[K_LANGUAGE] = 0; /* JAVA when the header does not say */
+    h->ints[K_LANGUAGE] = language_java; /* when the header does not say */
     h->ints[K_VERSION] = h->ints[K_OPAQUE] = h->ints[K_FLAG] = 0;
     h->remark = h->ext_fields = NULL;
     skip_ws(ps);
@@ -517,10 +522,10 @@ parse_header(struct parser *ps, struct header *h)
                 h->ints[K_LANGUAGE] = language_code(v.str);
                 if (h->ints[K_LANGUAGE] < 0) {
                     Py_DECREF(v.str);
-                    return 0;
+                    return h->ints[K_LANGUAGE] == -1 ? 0 : -1;
                 }
             } else {
-                h->ints[K_LANGUAGE] = v.kind == V_INT ? v.num : LANGUAGE_OTHER;
+                h->ints[K_LANGUAGE] = v.kind == V_INT ? v.num : language_other;
             }
         } else if (k == K_EXT_FIELDS) {
             if (v.kind != V_NULL) {

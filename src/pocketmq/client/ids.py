@@ -82,7 +82,7 @@ class UniqueIdGenerator:
     def next_ids(self, n: int) -> list[str]:
         """``n`` ids of one clock reading (a batch's): ``next_id``'s layout, consecutive
         counters, the shared prefix formatted once."""
-        head = (self._fix + _TIME_AND_COUNT.pack(self._month_diff(), 0)[:4]).hex().upper()
+        head = (self._fix + self._month_diff().to_bytes(4, "big")).hex().upper()
         counter = self._counter
         return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
 

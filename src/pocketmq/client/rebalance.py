@@ -412,8 +412,9 @@ class RebalancingConsumer(abc.ABC):
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
         instance, offset_store = self.instance, self.offset_store
-        # The request fields that stay the same while the subscription does (pull_fields).
-        fields_sub: Subscription | None = None
+        # The request fields that stay the same while the subscription and the batch size do
+        # (pull_fields), and what they were built for.
+        fields_of: tuple[Subscription, int] | None = None
         fields: dict[str, str] = {}
         while not pq.dropped:
             cfg = self.config
@@ -436,8 +437,9 @@ class RebalancingConsumer(abc.ABC):
             if sub is None or broker is None:
                 await asyncio.sleep(cfg.pull_delay_on_exception_s)
                 continue
-            if sub is not fields_sub:
-                fields_sub, fields = sub, pull_fields(self.group, mq, sub, cfg.pull_batch_size)
+            if fields_of is None or fields_of[0] is not sub or fields_of[1] != cfg.pull_batch_size:
+                fields_of = (sub, cfg.pull_batch_size)
+                fields = pull_fields(self.group, mq, sub, cfg.pull_batch_size)
             # A slave keeps no offset a pull carries, so none is sent to it (PullAPIWrapper).
             commit = (
                 offset_store.offsets.get(mq, -1)

@@ -50,6 +50,7 @@ from pocketmq.store.layout import (
     LOCK_FILE,
     consume_queue_dir,
 )
+from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.prefault import PrefaultService
 from pocketmq.store.put_coalescer import PutCoalescer, split_put
 from pocketmq.store.results import GetResult, PutResult, PutStatus, QueryResult
@@ -378,10 +379,15 @@ class MessageStore:
                 return split_put(result, reqs, [len(unit) for unit in units])
         return [self.append(unit) for unit in units]
 
-    def _appended(self, result: PutResult, reqs: list[DispatchRequest]) -> None:
+    def _wake_prefault(self) -> MappedFile | None:
+        """Wakes the prefault thread when the appends near its mark; the last segment."""
         last = self.commitlog.mfq.last()
         if self.prefault is not None and last is not None and last.wrote_position >= last.wake_at:
             self.prefault.wake()
+        return last
+
+    def _appended(self, result: PutResult, reqs: list[DispatchRequest]) -> None:
+        self._wake_prefault()
         try:
             self.reput.feed(reqs, result.next_offset)
         except OSError as exc:
@@ -399,9 +405,7 @@ class MessageStore:
         if not self.running:
             raise StoreError("the message store is not running")
         self.commitlog.append_data(phy_offset, data)
-        last = self.commitlog.mfq.last()
-        if self.prefault is not None and last is not None and last.wrote_position >= last.wake_at:
-            self.prefault.wake()
+        last = self._wake_prefault()
         try:
             self.reput.pump()
         except OSError as exc:
