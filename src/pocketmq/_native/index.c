@@ -233,7 +233,7 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             Py_DECREF(r);
             break;
         }
-        if (h.count > 1 && phy <= h.end_phy) {
+        if (phy <= h.end_phy) {
             Py_DECREF(r);
             if (phy == h.end_phy) {
                 break;

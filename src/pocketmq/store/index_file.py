@@ -403,16 +403,20 @@ class IndexService:
         keys: str | None,
     ) -> None:
         f = self._writable()
-        if phy_offset < f.end_phy_offset and f.index_count > 1:
+        # Records before the header's end offset are in (a new file starts at the full one's),
+        # also in a file without entries yet: a restart re-dispatches from an older segment.
+        if phy_offset < f.end_phy_offset:
             return
         # The record seen last comes again after a restart. Each key moves the header's end
-        # offset to it, so a crash between two of its keys left the others out: add only those.
-        again = phy_offset == f.end_phy_offset and f.index_count > 1
+        # offset to it, so a crash between two of its keys left the others out: add only those
+        # (its first keys may be in the file that rolled over).
+        again = phy_offset == f.end_phy_offset
         if SysFlag.transaction_value(sys_flag) == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             f.mark_seen(phy_offset)
             return
+        holders = self.files[-2:] if again else []
         for key_hash in key_hashes(topic, uniq_key, keys):
-            if again and f.has_entry(key_hash, phy_offset):
+            if any(g.has_entry(key_hash, phy_offset) for g in holders):
                 continue
             if not f.put_key(key_hash, phy_offset, store_timestamp):
                 f = self._writable()

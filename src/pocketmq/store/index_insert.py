@@ -92,7 +92,7 @@ def index_put_requests_py(
             return i  # build_index rolls over to a new file first, whatever the record
         r = reqs[i]
         phy = r.phy_offset
-        if count > 1 and phy <= end_phy:
+        if phy <= end_phy:
             if phy == end_phy:
                 return i  # seen again: only its missing keys go in (build_index)
             i += 1

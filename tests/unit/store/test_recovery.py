@@ -179,6 +179,31 @@ def test_abnormal_recovery_redispatches_from_the_checkpoint(
     assert put_ok(again, msg()).queue_offset == 40
 
 
+def test_a_crash_right_after_an_index_roll_indexes_nothing_twice(
+    open_small: StoreFactory, store_root: Path
+) -> None:
+    store = open_small(max_index_num=17)  # 16 entries per index file
+    for i in range(16):
+        put_ok(store, msg(body=b"x" * 300, keys=f"k{i}"))
+    assert store.index.files[-1].is_full()
+    # The next key rolls the index over; the crash comes before that key is in the new file.
+    store.index._writable()
+    index_dir = store_root / "index"
+    before = {p.name: p.read_bytes() for p in index_dir.iterdir()}
+    store.close()
+    (store_root / "abort").touch()
+
+    again = open_small(max_index_num=17)
+    assert not again.last_exit_ok
+    # Abnormal recovery dispatched every record again: none went into the empty new file.
+    assert {p.name: p.read_bytes() for p in index_dir.iterdir()} == before
+    for i in range(16):
+        assert len(again.query_message("T", f"k{i}", 4, 0, 2**62).messages) == 1
+    put_ok(again, msg(keys="k16"))
+    assert len(again.query_message("T", "k16", 4, 0, 2**62).messages) == 1
+    assert again.index.files[-1].index_count == 2
+
+
 # --- torn tails ------------------------------------------------------------------------------
 
 
