@@ -370,8 +370,11 @@ pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args, Py_ssize
         }
         unsigned char *unit = buf + pos;
         store_be(unit, (uint64_t)phy, 8);
-        store_be(unit + 8, (uint64_t)size, 4);
         store_be(unit + 12, (uint64_t)tags, 8);
+        /* The size last, in one store (aligned: units are 20 bytes from a page), after the
+         * rest (release): recovery keeps units whose size is set (write_unit). */
+        __atomic_store_n((uint32_t *)(unit + 8), __builtin_bswap32((uint32_t)size),
+                         __ATOMIC_RELEASE);
         pos += CQ_UNIT_SIZE;
         last_phy = phy;
         last_size = size;

@@ -65,6 +65,21 @@ store_be64(unsigned char *p, int64_t value)
     }
 }
 
+/* Header fields and slots (aligned: the mapping starts on a page) are each written with one
+ * store, so that a kill leaves them old or new, never a mix (see write_slot in the reference);
+ * release order keeps an entry's bytes ahead of the slot and the header that commit it. */
+static inline void
+store_field32(unsigned char *p, int32_t value)
+{
+    __atomic_store_n((uint32_t *)p, __builtin_bswap32((uint32_t)value), __ATOMIC_RELEASE);
+}
+
+static inline void
+store_field64(unsigned char *p, int64_t value)
+{
+    __atomic_store_n((uint64_t *)p, __builtin_bswap64((uint64_t)value), __ATOMIC_RELEASE);
+}
+
 typedef struct {
     int64_t begin_ts, end_ts, begin_phy, end_phy;
     int32_t slot_count, count;
@@ -73,12 +88,12 @@ typedef struct {
 static void
 write_header(unsigned char *mm, const Header *h)
 {
-    store_be64(mm, h->begin_ts);
-    store_be64(mm + 8, h->end_ts);
-    store_be64(mm + 16, h->begin_phy);
-    store_be64(mm + 24, h->end_phy);
-    store_be32(mm + 32, h->slot_count);
-    store_be32(mm + 36, h->count);
+    store_field64(mm, h->begin_ts);
+    store_field64(mm + 8, h->end_ts);
+    store_field64(mm + 16, h->begin_phy);
+    store_field64(mm + 24, h->end_phy);
+    store_field32(mm + 32, h->slot_count);
+    store_field32(mm + 36, h->count);
 }
 
 /* A new reference to an exact str attribute (or None when allow_none), else NULL, no
@@ -243,7 +258,7 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         if ((sys_flag & ROLLBACK_MASK) == ROLLBACK_MASK) {
             Py_DECREF(r);
             h.end_phy = phy;
-            store_be64(buf + 24, phy);
+            store_field64(buf + 24, phy);
             continue;
         }
         int n;
@@ -287,7 +302,7 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             store_be64(entry + 4, phy);
             store_be32(entry + 12, (int32_t)diff);
             store_be32(entry + 16, prev);
-            store_be32(slot, h.count);
+            store_field32(slot, h.count);
             if (h.count <= 1) {
                 h.begin_phy = phy;
                 h.begin_ts = ts;
@@ -302,7 +317,7 @@ pmq_index_put_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         }
         if (h.end_phy != phy) {
             h.end_phy = phy;
-            store_be64(buf + 24, phy);
+            store_field64(buf + 24, phy);
         }
     }
     PyBuffer_Release(&pages);

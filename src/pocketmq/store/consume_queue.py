@@ -37,6 +37,15 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 
+def write_unit(mm: mmap.mmap | bytearray, pos: int, unit: bytes) -> None:
+    """Write a packed unit, its size last in one store (a 4-byte slice assignment is one
+    memcpy): recovery keeps units whose size is set, so a kill leaves a unit whole or absent,
+    never one with a cut offset or size (struct.pack_into writes an int a byte at a time)."""
+    mm[pos : pos + 8] = unit[:8]
+    mm[pos + 12 : pos + 20] = unit[12:]
+    mm[pos + 8 : pos + 12] = unit[8:12]
+
+
 def consume_queue_put_requests_py(
     mm: mmap.mmap | bytearray,
     pos: int,
@@ -73,8 +82,8 @@ def consume_queue_put_requests_py(
         try:
             unit = _UNIT.pack(r.phy_offset, r.size, r.tags_code)
         except struct.error:
-            break  # put() raises it (pack_into would have written part of the unit)
-        mm[pos : pos + CQ_UNIT_SIZE] = unit
+            break  # put() raises it
+        write_unit(mm, pos, unit)
         pos += CQ_UNIT_SIZE
         end_phy = r.phy_offset + r.size
         i += 1
@@ -131,11 +140,11 @@ class ConsumeQueue:
                 )
             while current < expect:
                 mf = self._writable()
-                mf.mm[mf.wrote_position : mf.wrote_position + CQ_UNIT_SIZE] = BLANK_UNIT
+                write_unit(mf.mm, mf.wrote_position, BLANK_UNIT)
                 mf.wrote_position += CQ_UNIT_SIZE
                 current += CQ_UNIT_SIZE
         mf = self._writable()
-        _UNIT.pack_into(mf.mm, mf.wrote_position, phy_offset, size, tags_code)
+        write_unit(mf.mm, mf.wrote_position, _UNIT.pack(phy_offset, size, tags_code))
         mf.wrote_position += CQ_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
 

@@ -37,6 +37,9 @@ from pocketmq.store.index_insert import (
     IndexedRecord,
     index_put_requests,
     key_hashes,
+    write_end_phy,
+    write_header,
+    write_slot,
 )
 from pocketmq.store.layout import (
     INDEX_ENTRY_SIZE,
@@ -65,7 +68,6 @@ _HEADER_FIELDS = (
 _INSERT_IN_ONE_CALL = IMPLEMENTATION == "native"
 _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 def index_key_hash(key: str) -> int:
@@ -116,7 +118,7 @@ class IndexFile:
             slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
             if _SLOT.unpack_from(mm, slot_pos)[0] == n:
                 self._reserve_slot_page(slot_pos)
-                _SLOT.pack_into(mm, slot_pos, prev if 0 < prev < n else 0)
+                write_slot(mm, slot_pos, prev if 0 < prev < n else 0)
             mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
         if end > count:
             self.dirty = True
@@ -184,9 +186,8 @@ class IndexFile:
     def _write_header(self) -> None:
         self.dirty = True
         # Spelled out, not through _HEADER_FIELDS: this runs on every key inserted.
-        HEADER.pack_into(
+        write_header(
             self.mf.mm,
-            0,
             self.begin_timestamp,
             self.end_timestamp,
             self.begin_phy_offset,
@@ -214,8 +215,10 @@ class IndexFile:
             slot_value = 0
         begin = self.begin_timestamp
         time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), 2147483647)
-        _ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
-        _SLOT.pack_into(mm, slot_pos, count)
+        mm[entry_pos : entry_pos + INDEX_ENTRY_SIZE] = _ENTRY.pack(
+            key_hash, phy_offset, time_diff, slot_value
+        )
+        write_slot(mm, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
@@ -247,7 +250,7 @@ class IndexFile:
     def mark_seen(self, phy_offset: int) -> None:
         self.end_phy_offset = phy_offset
         self.dirty = True
-        _I64.pack_into(self.mf.mm, 24, phy_offset)
+        write_end_phy(self.mf.mm, phy_offset)
 
     def truncate(self, phy_offset: int) -> int:
         """Undo, newest first, the entries pointing at or past phy_offset; returns how many.
@@ -266,7 +269,7 @@ class IndexFile:
             slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
             self._reserve_slot_page(slot_pos)
             self._reserve_entries(pos + INDEX_ENTRY_SIZE)
-            _SLOT.pack_into(mm, slot_pos, prev)
+            write_slot(mm, slot_pos, prev)
             if prev == 0:
                 self.hash_slot_count -= 1
             mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
