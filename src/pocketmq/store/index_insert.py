@@ -32,7 +32,7 @@ _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _INT_MAX = 2147483647
-END_PHY_AT = 24
+_END_PHY_AT = 24
 
 
 # A kill must leave each header field and each slot either old or new: a count cut in the
@@ -44,7 +44,7 @@ def write_slot(mm: mmap.mmap | bytearray, pos: int, entry: int) -> None:
 
 
 def write_end_phy(mm: mmap.mmap | bytearray, phy_offset: int) -> None:
-    mm[END_PHY_AT : END_PHY_AT + 8] = _I64.pack(phy_offset)
+    mm[_END_PHY_AT : _END_PHY_AT + 8] = _I64.pack(phy_offset)
 
 
 def write_header(
