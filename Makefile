@@ -51,6 +51,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	$(BIN)/python bench/store_bench.py
+	$(BIN)/python bench/sync_cost.py
 	$(BIN)/python bench/native_bench.py
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/remoting_floor.py
