@@ -51,7 +51,12 @@ from pocketmq.store.layout import (
     consume_queue_dir,
 )
 from pocketmq.store.mapped_file import MappedFile
-from pocketmq.store.prefault import PrefaultService
+from pocketmq.store.prefault import (
+    MADV_POPULATE_READ,
+    MADV_POPULATE_WRITE,
+    PrefaultService,
+    Target,
+)
 from pocketmq.store.put_coalescer import PutCoalescer, split_put
 from pocketmq.store.results import GetResult, PutResult, PutStatus, QueryResult
 from pocketmq.store.truncate import truncate_store
@@ -157,9 +162,13 @@ class MessageStore:
         )
         self.housekeeping.start()
         window = min(_PREFAULT_WINDOW, self.config.mapped_file_size_commit_log // 2)
-        targets = [lambda: self.commitlog.mfq.warm_ranges(window)]
+        # Synced as it is written under SYNC_FLUSH: faulted in clean (see prefault.py).
+        advice = MADV_POPULATE_READ if self._sync_flush else MADV_POPULATE_WRITE
+        targets: list[Target] = [(lambda: self.commitlog.mfq.warm_ranges(window), advice)]
         if self.config.message_index_enable:
-            targets.append(lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8))
+            targets.append(
+                (lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8), MADV_POPULATE_WRITE)
+            )
         self.prefault = PrefaultService(
             targets,
             [

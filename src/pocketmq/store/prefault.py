@@ -10,6 +10,14 @@ and reserves the CommitLog's next chunk of blocks ahead of the appends (store/re
 ranges it is given end at each file's reservation mark, since faulting in an unreserved page
 would allocate it behind the reservation's back.
 
+A log synced while it is written (the CommitLog under SYNC_FLUSH) is faulted in for reading
+instead (MADV_POPULATE_READ): a page faulted in for writing is dirty, and an fdatasync writes
+back every dirty page of the file, so each back-to-back group-commit sync would write the zeros
+ahead of the appends, leave those pages write-protected again, and the appends would then fault
+on them anyway and have them written a second time. Faulted in for reading, a page is in the
+page cache and mapped but clean: the append's write costs a cheaper write-protect fault and the
+page goes to disk once (BENCHMARKS.md, "Prefault advice under SYNC_FLUSH").
+
 Where the kernel refuses the advice, the service stops and appends take the faults themselves.
 """
 
@@ -27,6 +35,7 @@ from pocketmq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
+MADV_POPULATE_READ = 22
 MADV_POPULATE_WRITE = 23
 _PAGE = mmap.PAGESIZE
 _STEP = 1 << 20  # populate in 1 MiB calls so that stop() is prompt
@@ -40,28 +49,31 @@ except (OSError, AttributeError):  # not Linux / no libc: nothing to prefault wi
     _libc = None
 
 
-def populate(mf: MappedFile, start: int, end: int) -> bool:
-    """Fault in mf's pages covering [start, end); False if the kernel refuses."""
+def populate(mf: MappedFile, start: int, end: int, advice: int = MADV_POPULATE_WRITE) -> bool:
+    """Fault in mf's pages covering [start, end) with ``advice`` (MADV_POPULATE_WRITE or
+    MADV_POPULATE_READ); False if the kernel refuses."""
     if _libc is None:
         return False
     start -= start % _PAGE
     end = min(end, mf.file_size)
     if end <= start or mf.address == 0:
         return True
-    if _libc.madvise(mf.address + start, end - start, MADV_POPULATE_WRITE) != 0:
+    if _libc.madvise(mf.address + start, end - start, advice) != 0:
         err = ctypes.get_errno()
         if err == errno.ENOMEM:  # the file was unmapped meanwhile: nothing left to do
             return True
         log.info(
-            "madvise(MADV_POPULATE_WRITE) unavailable (%s): no prefaulting",
+            "madvise(MADV_POPULATE_%s) unavailable (%s): no prefaulting",
+            "READ" if advice == MADV_POPULATE_READ else "WRITE",
             errno.errorcode.get(err, err),
         )
         return False
     return True
 
 
-# A target names the file to keep warm and the range it will be written next.
-Target = Callable[[], list[tuple[MappedFile, int, int]]]
+# A target names the files to keep warm and the ranges they will be written next, with the
+# madvise advice to fault them in with.
+Target = tuple[Callable[[], list[tuple[MappedFile, int, int]]], int]
 
 
 # With nothing to do, the thread sleeps this long unless woken: appends wake it when they
@@ -90,13 +102,13 @@ class PrefaultService:
                 except Exception:  # a task boundary: keep prefaulting the other logs
                     log.exception("prefault housekeeping failed")
             if self.enabled:
-                for target in self.targets:
-                    for mf, start, end in target():
+                for ranges, advice in self.targets:
+                    for mf, start, end in ranges():
                         lo = max(start, mf.prefaulted)
                         if lo >= end:
                             continue
                         hi = min(end, lo + _STEP)
-                        if not populate(mf, lo, hi):
+                        if not populate(mf, lo, hi, advice):
                             self.enabled = False
                             break
                         mf.prefaulted = hi
