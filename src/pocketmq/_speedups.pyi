@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pocketmq.protocol.message import Host, Message, MessageExt
 from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.index_insert import IndexedRecord
 from pocketmq.store.pull_scan import pull_scan_py
 
@@ -32,6 +33,27 @@ def place_records(
 ) -> None: ...
 def encode_batch_body(messages: Sequence[Message]) -> bytes: ...
 def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]: ...
+def batch_messages(base: MessageExt, body: bytes) -> list[MessageExt]: ...
+def offset_msg_ids_text(host: bytes, phy_offsets: list[int]) -> str: ...
+def dispatch_requests(
+    msgs: Sequence[MessageExt],
+    sizes: Sequence[int],
+    sys_flags: Sequence[int],
+    queue_offsets: Sequence[int],
+    phy_offset: int,
+    store_timestamp: int,
+    delay_levels_ms: tuple[int, ...],
+) -> list[DispatchRequest]: ...
+def consume_queue_put_requests(
+    mm: mmap.mmap | bytearray,
+    pos: int,
+    limit: int,
+    file_from: int,
+    topic: str,
+    queue_id: int,
+    reqs: Sequence[DispatchRequest],
+    start: int,
+) -> tuple[int, int, int]: ...
 def decode_message(
     buf: bytes | bytearray | memoryview | mmap.mmap,
     pos: int = 0,

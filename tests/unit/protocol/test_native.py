@@ -7,11 +7,13 @@ the extension is not built; `make test` checks that it is.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,3 +271,16 @@ def test_a_stale_build_is_refused() -> None:
     boundary = _fresh_boundary("pocketmq_native_stale")
     with pytest.raises(ImportError, match="has no encode_record: rebuild it"):
         boundary.select("encode_record", record_codec.encode_record)
+
+
+def test_the_type_stub_declares_every_function_of_the_extension() -> None:
+    """mypy sees the extension only through _speedups.pyi: a function missing there is typed as
+    nothing at all where a caller uses it directly."""
+    stub = ast.parse((Path(pocketmq.__file__).parent / "_speedups.pyi").read_text())
+    declared = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)} | {
+        t.id for n in stub.body if isinstance(n, ast.Assign | ast.AnnAssign)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }  # fmt: skip
+    functions = {n for n in dir(speedups) if callable(getattr(speedups, n)) and n[0] != "_"}
+    assert functions <= declared, sorted(functions - declared)
