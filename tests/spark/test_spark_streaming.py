@@ -21,7 +21,8 @@ from waiting import wait_until_sync
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 SCRIPT = Path(__file__).with_name("stream_query_script.py")
-TOTAL = 400
+# Live traffic: one message per PACE_S until the killed query has been started again.
+PACE_S = 0.1
 
 
 class Query:
@@ -56,15 +57,19 @@ def test_stream_killed_and_restarted_loses_and_repeats_nothing(
     out = tmp_path / "out"
     out.mkdir()
     sent: list[str] = []
-    stop = threading.Event()
+    sent_while_down: list[str] = []
+    stop, down, restarted = threading.Event(), threading.Event(), threading.Event()
 
     def traffic() -> None:
         with BlockingProducer("spark-stream-producer", serve.nameserver) as producer:
-            for i in range(TOTAL):
-                if stop.is_set():
-                    return
-                sent.append(producer.send(message("SparkStream", f"live-{i}")).msg_id)
-                time.sleep(0.02)  # the behaviour under test: live traffic, spread out
+            i = 0
+            while not stop.is_set() and not restarted.is_set():
+                msg_id = producer.send(message("SparkStream", f"live-{i}")).msg_id
+                sent.append(msg_id)
+                if down.is_set():
+                    sent_while_down.append(msg_id)
+                i += 1
+                time.sleep(PACE_S)  # the behaviour under test: live traffic, spread out
 
     # The topic exists before the query starts; the rest arrives while it runs.
     with BlockingProducer("spark-stream-producer", serve.nameserver) as producer:
@@ -78,11 +83,15 @@ def test_stream_killed_and_restarted_loses_and_repeats_nothing(
         seen = len(batches(out))
         wait_until_sync(lambda: len(batches(out)) > seen, 60, "the next micro-batch")
         query.kill()
+        down.set()
         killed_at = len(batches(out))
         time.sleep(1)  # the behaviour under test: traffic goes on while the query is down
+        down.clear()
         query = Query(serve, tmp_path, out)
+        restarted.set()
         sender.join(60)
-        assert len(sent) == TOTAL + 1
+        assert not sender.is_alive()
+        assert sent_while_down, "no message was sent while the query was down"
 
         def all_seen() -> bool:
             return {r[3] for rows in batches(out).values() for r in rows} >= set(sent)
