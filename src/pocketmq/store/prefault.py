@@ -49,7 +49,7 @@ except (OSError, AttributeError):  # not Linux / no libc: nothing to prefault wi
     _libc = None
 
 
-def populate(mf: MappedFile, start: int, end: int, advice: int = MADV_POPULATE_WRITE) -> bool:
+def populate(mf: MappedFile, start: int, end: int, advice: int) -> bool:
     """Fault in mf's pages covering [start, end) with ``advice`` (MADV_POPULATE_WRITE or
     MADV_POPULATE_READ); False if the kernel refuses."""
     if _libc is None:
