@@ -14,7 +14,8 @@ from store_helpers import StoreFactory, msg, put_ok
 from pocketmq.store.config import FlushDiskType
 from waiting import wait_until_sync
 
-AHEAD = 256 << 10
+# Within the CommitLog's first reserved chunk (1 MiB), which the prefault thread covers at once.
+AHEAD = 960 << 10
 
 
 def dirtied_bytes() -> int:
@@ -25,8 +26,9 @@ def dirtied_bytes() -> int:
 
 
 def dirtied_while_prefaulting(open_small: StoreFactory, flush: FlushDiskType) -> int:
-    """Bytes dirtied by opening a store, one acknowledged put, and the prefault thread running
-    AHEAD bytes ahead of it (no index: its own prefault dirties pages on purpose)."""
+    """Bytes the process dirtied while a store opened, took one acknowledged put and its
+    prefault thread ran AHEAD bytes ahead (no index: its own prefault dirties pages on
+    purpose)."""
     if not Path("/proc/self/io").exists():
         pytest.skip("needs Linux's per-process I/O accounting (/proc/self/io)")
     before = dirtied_bytes()
@@ -51,8 +53,9 @@ def dirtied_while_prefaulting(open_small: StoreFactory, flush: FlushDiskType) ->
 
 
 def test_sync_flush_commitlog_pages_are_faulted_in_clean(open_small: StoreFactory) -> None:
-    # The record's page, a consume-queue page, the checkpoint: a few pages, not the window.
-    assert dirtied_while_prefaulting(open_small, FlushDiskType.SYNC_FLUSH) < AHEAD // 4
+    # The record's page, a consume-queue page, the checkpoint, whatever else this process
+    # writes meanwhile (up to 92 KiB seen in a full run): some pages, not the window.
+    assert dirtied_while_prefaulting(open_small, FlushDiskType.SYNC_FLUSH) < AHEAD // 3
 
 
 def test_async_flush_commitlog_pages_are_faulted_in_writable(open_small: StoreFactory) -> None:
