@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError
 
 from pocketmq.broker.failover import model
 from pocketmq.broker.failover.model import EpochEntry, LiveBroker, MasterInfo, SyncStateSet, ZkPaths
@@ -75,12 +75,24 @@ def read_state(client: KazooClient, paths: ZkPaths) -> ClusterState:
     )
 
 
+def _session_id(client: KazooClient) -> int | None:
+    """The client's session id; None while it has none (dropped, being re-established)."""
+    client_id = client.client_id
+    return None if client_id is None else int(client_id[0])
+
+
 def register(client: KazooClient, paths: ZkPaths, me: LiveBroker) -> None:
     """Publish this broker as live (its ephemeral node), replacing what a previous session of
-    the same broker left there."""
+    the same broker left there.
+
+    Raises:
+        ConnectionLoss: the session dropped meanwhile (the coordinator's next step retries).
+    """
     path = paths.broker(me.broker_id)
     value = model.encode_live(me)
-    session_id = client.client_id[0]
+    session_id = _session_id(client)
+    if session_id is None:
+        raise ConnectionLoss("no ZooKeeper session to register this broker with")
     try:
         _, stat = client.get(path)
     except NoNodeError:
@@ -158,7 +170,8 @@ def check_lease(client: KazooClient, paths: ZkPaths, lease: Lease, epoch: int) -
         raw, stat = client.get(paths.master)
     except NoNodeError:
         return False
-    if stat.ephemeralOwner != client.client_id[0] or stat.version != lease.master_version:
+    # No session (it dropped meanwhile) holds no node.
+    if stat.ephemeralOwner != _session_id(client) or stat.version != lease.master_version:
         return False
     try:
         return model.decode_master(raw).epoch == epoch
