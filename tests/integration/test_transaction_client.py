@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -37,7 +38,7 @@ from pocketmq.client.instance import ClientInstance
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingClient
-from waiting import wait_until
+from waiting import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,16 @@ BROKER_CONF = (
     "flushConsumerOffsetInterval=200\n"
 )
 SCRIPT = Path(__file__).parent / "tx_producer_script.py"
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class Server:
@@ -79,7 +90,20 @@ class Server:
     def sigkill_and_restart(self) -> None:
         self.proc.proc.send_signal(signal.SIGKILL)
         assert self.proc.stop() == -signal.SIGKILL
-        self.proc = self.start()
+        # The dead broker's side of each client connection holds its port (FIN_WAIT2) until
+        # the client's loop reads the EOF and closes, and until the new process binds it, an
+        # outgoing connection of this process may take it as its local port for a moment.
+        for attempt in range(3):
+            wait_until_sync(
+                lambda: all(_bindable(int(port)) for port in self.ports),
+                30, "the killed broker's ports to be free again",
+            )  # fmt: skip
+            try:
+                self.proc = self.start()
+                return
+            except AssertionError as exc:
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
 
     def log(self) -> str:
         return self.proc.log_path.read_text()
