@@ -23,6 +23,7 @@ checked by the edges with ``protocol.fields`` before they call; what needs the b
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterable
 
@@ -149,7 +150,7 @@ class MessagingService(ConsumingService):
                     self._to_dead_letter(group, msg)
             self.broker.timer.rewrite(msg)
             self.broker.schedule.rewrite(msg)
-            result = await self.store.put_coalesced([msg])
+            result = await self._put([msg])
         if result.ok:
             self.stats.on_put(topic, 1, result.wrote_bytes, protocol, message_type)
         return result
@@ -167,10 +168,23 @@ class MessagingService(ConsumingService):
                 "transactional messages cannot be sent in a batch: send each on its own",
             )
         self.stamp(msgs)
-        result = await self.store.put_coalesced(msgs)
+        result = await self._put(msgs)
         if result.ok:
             self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes,
                               message_type=message_type_of(msgs[0].properties))  # fmt: skip
+        return result
+
+    async def _put(self, msgs: list[MessageExt]) -> PutResult:
+        """Append a producer's send; when it woke consumers parked on its queues (long-polling
+        pulls, pops), they answer before the send does. Answering the producer first would
+        put its response's write (a loopback write wakes the producer) ahead of every
+        delivery, and end-to-end latency is what a parked consumer is there for (BENCHMARKS.md,
+        "Consumers first")."""
+        broker = self.broker
+        woken = broker.pull_hold.woken + broker.pop.woken
+        result = await self.store.put_coalesced(msgs)
+        if broker.pull_hold.woken + broker.pop.woken != woken:
+            await asyncio.sleep(0)
         return result
 
     def stamp(self, msgs: Iterable[MessageExt]) -> None:

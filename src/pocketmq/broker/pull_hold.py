@@ -13,6 +13,8 @@ import asyncio
 class PullHold:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        # Pulls woken by ``notify`` so far: a sender compares it around its put.
+        self.woken = 0
 
     async def wait(
         self,
@@ -60,6 +62,7 @@ class PullHold:
         for offset, fut in waiters:
             if offset <= queue_offset and not fut.done():
                 fut.set_result(None)
+                self.woken += 1
 
     def wake_all(self) -> None:
         for waiters in self._waiters.values():

@@ -44,6 +44,7 @@ def messaging_for(
         locks=RebalanceLockManager(clock=clock),
         stats=BrokerStatsManager(config.broker_cluster_name, clock),
         pull_hold=PullHold(),
+        pop=SimpleNamespace(woken=0),  # no POP service: no pop is parked to be woken
         schedule=ScheduleMessageService(store, root / "delay.json", clock=clock),
         timer=TimerMessageService(store, root / "timer.json", 3 * 86400, clock=clock),
         producers=producers,

@@ -141,6 +141,25 @@ async def test_a_held_pull_is_released_when_its_connection_closes(
     assert decode_message(found.messages[0]).body == b"order-1"
 
 
+async def test_a_send_that_wakes_a_held_pull_lets_it_answer_first(
+    service: MessagingService,
+) -> None:
+    done: list[str] = []
+    pull = asyncio.create_task(service.pull(PullQuery(GROUP, TOPIC, 0, 0, 32), hold_ms=30_000))
+    pull.add_done_callback(lambda _: done.append("pull"))
+    await asyncio.sleep(0)  # let it park
+    msg = MessageExt(topic=TOPIC, queue_id=0, body=b"x", store_host=service.store_host)
+    send = asyncio.create_task(service.send(msg))
+    send.add_done_callback(lambda _: done.append("send"))
+    await asyncio.wait_for(asyncio.gather(pull, send), 5)  # a guard against a hang
+    assert done == ["pull", "send"]
+    assert pull.result().status is GetStatus.FOUND
+    # With nobody parked, a send takes no extra turn of the loop: done within the first.
+    alone = asyncio.create_task(service.send(msg))
+    await asyncio.sleep(0)
+    assert alone.done() and alone.result().ok
+
+
 async def test_every_stored_message_carries_the_brokers_cluster_region_and_trace_switch(
     service: MessagingService,
 ) -> None:

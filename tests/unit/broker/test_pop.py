@@ -5,6 +5,7 @@ move themselves."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -137,3 +138,15 @@ async def test_tag_filter_and_malformed_handles(broker: Broker) -> None:
     for bad in ("", "1 2 3", "a b c d 0 broker-a 0 0", "1 2 3 0 9 broker-a 0 0"):
         with pytest.raises(InvalidReceiptHandle, match="malformed"):
             await broker.pop.ack(GROUP, TOPIC, bad)
+
+
+async def test_a_parked_pop_woken_by_an_arrival_is_counted(broker: Broker) -> None:
+    # Senders compare the count around their put to let the woken pops answer first.
+    parked = asyncio.create_task(broker.receive(poll_ms=30_000))
+    await asyncio.sleep(0)  # let it park
+    assert broker.pop.woken == 0
+    await broker.send("arrived")
+    assert broker.pop.woken == 1
+    assert bodies(await asyncio.wait_for(parked, 5)) == ["arrived"]  # a guard against a hang
+    await broker.send("nobody-waits")
+    assert broker.pop.woken == 1

@@ -123,6 +123,8 @@ class PopService:
         self._turn = 0
         # Pops waiting for a message to arrive in a topic, or a FIFO queue to unblock.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        # Pops woken so far: a sender compares it around its put.
+        self.woken = 0
         self._last_pop_time = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -208,6 +210,7 @@ class PopService:
         for fut in self._waiters.pop(topic, ()):
             if not fut.done():
                 fut.set_result(None)
+                self.woken += 1
 
     # ------------------------------------------------------------------ in-flight table
 
