@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from client_helpers import FAST, Collector
+from client_helpers import FAST, FAST_FROM_FIRST, Collector
 from server_procs import ServerProcess
 
 from pocketmq.client import (
@@ -27,6 +28,7 @@ from pocketmq.client import (
     PushConsumer,
     SendStatus,
     message,
+    rebalance,
     select_by_hash,
 )
 from pocketmq.errors import ClientError
@@ -98,6 +100,32 @@ async def test_every_kind_of_send_is_consumed_once_and_tags_filter(
     assert all(m.tags in ("TagA", "TagB") and m.topic == topic for m in collector.got)
     ordered = [m.body for m in collector.got if m.body.startswith(b"order-")]
     assert ordered == [b"order-%d" % i for i in range(6)]
+
+
+async def test_pulled_messages_reach_the_listener_before_the_next_pull_goes_out(
+    server: str, producer: Producer, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, int]] = []
+    real_pull = rebalance.pull
+
+    async def recording_pull(*args: Any, **kwargs: Any) -> Any:
+        events.append(("pull", args[3].queue_id))
+        return await real_pull(*args, **kwargs)
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
+        events.append(("listen", msgs[0].queue_id))
+        return ConsumeResult.CONSUME_SUCCESS
+
+    monkeypatch.setattr(rebalance, "pull", recording_pull)
+    queue_id = (await producer.send(message(topic, b"one"))).message_queue.queue_id
+    consumer = PushConsumer("CG_TURNS", server, listener=listener, **FAST_FROM_FIRST)
+    consumer.subscribe(topic)
+    async with consumer:
+        await wait_until(
+            lambda: events.count(("pull", queue_id)) >= 2, 10, "the queue's second pull"
+        )
+    mine = [kind for kind, q in events if q == queue_id]
+    assert mine[:3] == ["pull", "listen", "pull"]
 
 
 async def test_offsets_survive_a_consumer_restart(

@@ -476,6 +476,12 @@ class RebalancingConsumer(abc.ABC):
             if result.messages:
                 pq.put(result.messages)
                 self.on_pulled(pq, result.messages)
+                if len(result.messages) < cfg.pull_batch_size:
+                    # The queue is drained and the broker will hold the next pull anyway: what
+                    # on_pulled started (the listener's task, a waiting poll) runs before that
+                    # request's write instead of after it (BENCHMARKS.md, "Consumers first").
+                    # A full batch says more is waiting: the next pull goes out first.
+                    await asyncio.sleep(0)
             elif not pq.msgs:
                 # Nothing held and nothing matched: the filtered-out messages count as consumed.
                 offset_store.update(mq, result.next_begin_offset, increase_only=True)
