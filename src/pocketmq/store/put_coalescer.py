@@ -30,12 +30,18 @@ class PutCoalescer:
         # The task that made this iteration's first put.
         self._first: asyncio.Task[object] | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Whether no put was made in this event-loop iteration yet."""
+        return self._pending is None
+
     def append(self, msgs: list[MessageExt]) -> PutResult | asyncio.Future[PutResult]:
         """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
         at once (a lone send waits for nothing), later ones when the iteration ends, together;
         their result is then a future. A task that puts again before anyone else did (one
         caller's sequence of sends: a gRPC request's messages) is not held either: holding it
-        would only cost it an iteration per two puts."""
+        would only cost it an iteration per two puts. A put made outside any task (a handler
+        started eagerly: tasks.start_eagerly) is nobody's sequence."""
         loop = asyncio.get_running_loop()
         task = asyncio.current_task(loop)
         if self._pending is None:
@@ -43,7 +49,7 @@ class PutCoalescer:
             self._first = task
             loop.call_soon(self._append_pending)
             return self._append_units([msgs])[0]
-        if not self._pending and task is self._first:
+        if not self._pending and task is not None and task is self._first:
             return self._append_units([msgs])[0]
         fut: asyncio.Future[PutResult] = loop.create_future()
         self._pending.append((msgs, fut))

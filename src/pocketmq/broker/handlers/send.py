@@ -17,7 +17,9 @@ from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import RemotingChannel, RequestHandler
+from pocketmq.remoting.channel import HandlerResult
 from pocketmq.store import PutResult
+from pocketmq.tasks import start_eagerly
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -134,11 +136,19 @@ class SendHandlers:
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
-            RequestCode.SEND_MESSAGE: self.send_message,
-            RequestCode.SEND_MESSAGE_V2: self.send_message,
-            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE: self.send_now,
+            RequestCode.SEND_MESSAGE_V2: self.send_now,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_now,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
         }
+
+    def send_now(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
+        """``send_message`` started at once: under ASYNC_FLUSH most sends finish without
+        waiting, and are answered in the read that brought them, with no task of their own
+        (BENCHMARKS.md, "Sends started eagerly"). Nothing on a send's way to its first wait
+        needs a task (no asyncio.timeout, the put coalescer treats it as nobody's sequence)."""
+        send = self.send_message(channel, cmd)
+        return start_eagerly(send) if self.messaging.store.coalescer.idle else send
 
     async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         base = sent_message(self.messaging, channel, cmd)
