@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -163,12 +162,12 @@ class RemotingChannel(asyncio.Protocol):
         except Exception as exc:  # a request boundary: answer, keep serving
             self._fail(cmd, exc)
             return
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(self._finish(cmd, result))
+        if isinstance(result, RemotingCommand):
+            self._answer(cmd, result)
+        elif result is not None:  # an awaitable; the loop's own create_task: once per request
+            task = self._loop.create_task(self._finish(cmd, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        elif result is not None:
-            self._answer(cmd, result)
 
     async def _finish(
         self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]
