@@ -159,6 +159,13 @@ class CommitLog:
         a run of messages for one queue takes consecutive offsets when its first message's
         transaction type goes to a consume queue, and 0 each when it does not."""
         table = self.topic_queue_table
+        if len(msgs) == 1:  # a single send: most puts
+            msg = msgs[0]
+            if (msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) not in _IN_QUEUE:
+                return [0]
+            key = (msg.topic, msg.queue_id)
+            qo = table[key] = table.get(key, 0) + 1
+            return [qo - 1]
         offsets: list[int] = []
         i = 0
         while i < len(msgs):
