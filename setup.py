@@ -29,6 +29,7 @@ setup(
                     "msgid",
                     "held",
                     "frame",
+                    "sendheader",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

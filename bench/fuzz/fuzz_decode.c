@@ -6,7 +6,9 @@
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
  * messages of a put (dispatch_requests, encode_records and encode_batch_body, their tags and
  * keys cut from the input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
- * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it), and as a
+ * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it), as a
+ * send's header (send_header, V1 and V2: fields of up to 16 NUL-separated words, each naming
+ * its field by its first character), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
  * limits, the rest splits into consume-queue and CommitLog segments.
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
@@ -65,6 +67,7 @@ static const char CHECK_SOURCE[] =
     "        assert a == b, (data, kw, a, b)\n"
     "    check_put(data)\n"
     "    check_frame(data)\n"
+    "    check_send_header(data)\n"
     "from pocketmq.protocol import remoting\n"
     "def check_frame(data):\n"
     "    for frame in (data, b'\\0' + len(data).to_bytes(3, 'big') + data,\n"
@@ -72,6 +75,16 @@ static const char CHECK_SOURCE[] =
     "        a = outcome(s.decode_frame, frame)\n"
     "        b = outcome(remoting.decode_frame_py, frame)\n"
     "        assert a == b, (frame, a, b)\n"
+    "from pocketmq.protocol import send_header\n"
+    "NAMES = sorted(send_header.V2_NAMES) + sorted(send_header.V2_NAMES.values()) + ['x']\n"
+    "def check_send_header(data):\n"
+    "    words = data.decode('latin-1').split('\\x00')[:16]\n"
+    "    ext = {(NAMES[ord(w[0]) % len(NAMES)] if w else 'b'): w[1:] for w in words}\n"
+    "    for v2 in (False, True):\n"
+    "        for qn in (4, len(data) - 3):\n"
+    "            a = outcome(s.send_header, ext, v2, qn)\n"
+    "            b = outcome(send_header.send_header_py, ext, v2, qn)\n"
+    "            assert a == b, (ext, v2, qn, a, b)\n"
     "from pocketmq.protocol import batch\n"
     "from pocketmq.protocol import message\n"
     "from pocketmq.protocol.message import MessageExt, host_to_bytes\n"

@@ -154,6 +154,9 @@ static PyMethodDef speedups_methods[] = {
     {"decode_frame", (PyCFunction)(void (*)(void))pmq_decode_frame,
      METH_FASTCALL | METH_KEYWORDS,
      "A remoting frame without its length prefix as a RemotingCommand."},
+    {"send_header", (PyCFunction)(void (*)(void))pmq_send_header,
+     METH_FASTCALL | METH_KEYWORDS,
+     "A send request's header fields, read and checked (SendMessageRequestHeader, V1 or V2)."},
     {NULL, NULL, 0, NULL},
 };
 

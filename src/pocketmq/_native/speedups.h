@@ -123,6 +123,8 @@ PyObject *pmq_offset_msg_ids_text(PyObject *module, PyObject *const *args, Py_ss
                                   PyObject *kwnames);
 PyObject *pmq_encode_batch_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
+PyObject *pmq_send_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
 PyObject *pmq_decode_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames);
 PyObject *pmq_pull_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

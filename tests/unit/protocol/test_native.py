@@ -30,6 +30,7 @@ from pocketmq.protocol import (
     pull_body,
     record_codec,
     remoting,
+    send_header,
 )
 from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
 
@@ -79,6 +80,7 @@ HOMES = {
     "pull_scan": pull_scan,
     "offset_msg_ids_text": message,
     "decode_frame": remoting,
+    "send_header": send_header,
     "hold_messages": process_queue,
     "release_messages": process_queue,
 }

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.handlers.client_admin import CALL_CLIENT_TIMEOUT_S
-from pocketmq.broker.handlers.send import sent_message
+from pocketmq.broker.handlers.send import sent_message, v1_header
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.properties import encode_properties
@@ -60,7 +60,7 @@ class ReplyHandlers:
     async def send_reply_message(
         self, channel: RemotingChannel, cmd: RemotingCommand
     ) -> RemotingCommand:
-        msg = sent_message(self.messaging, channel, cmd)
+        msg, _, _ = sent_message(self.messaging, channel, cmd)
         pushed, remark = await self._push(cmd, msg)
         ext: dict[str, object] = dict(self.messaging.region_properties)
         if pushed:
@@ -95,8 +95,8 @@ class ReplyHandlers:
             return False, remark
         props = dict(msg.properties)
         props[MessageConst.PUSH_REPLY_TIME] = str(self.broker.clock.now_ms())
-        header: dict[str, object] = {k: cmd.ext_fields[k] for k in _PUSHED_FIELDS
-                                     if k in cmd.ext_fields}  # fmt: skip
+        sent = v1_header(cmd)
+        header: dict[str, object] = {k: sent[k] for k in _PUSHED_FIELDS if k in sent}
         header |= {
             "properties": encode_properties(props),
             "bornHost": _host(msg.born_host),

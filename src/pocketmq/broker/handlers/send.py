@@ -10,12 +10,10 @@ from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.protocol import fields
 from pocketmq.protocol.batch import batch_messages
 from pocketmq.protocol.codes import RequestCode, ResponseCode
-from pocketmq.protocol.fields import ANY_QUEUE
-from pocketmq.protocol.headers import get_bool, get_str
 from pocketmq.protocol.message import MessageConst, MessageExt, host_to_bytes
-from pocketmq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.remoting import RemotingCommand
+from pocketmq.protocol.send_header import send_header, v1_fields
 from pocketmq.remoting import RemotingChannel, RequestHandler
 from pocketmq.remoting.channel import HandlerResult
 from pocketmq.store import PutResult
@@ -25,13 +23,6 @@ if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
     from pocketmq.broker.messaging import MessagingService
 
-# SendMessageRequestHeaderV2 uses one-letter names for the same fields.
-_V2_NAMES = {
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
-    "n": "brokerName",
-}  # fmt: skip
 _BORN_HOST = "born_host"  # the channel attribute caching born_host's answer
 _V2_CODES = frozenset(
     {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
@@ -97,36 +88,37 @@ def unbatch(base: MessageExt) -> list[MessageExt]:
 
 
 def sent_message(messaging: MessagingService, channel: RemotingChannel,
-                 cmd: RemotingCommand) -> MessageExt:  # fmt: skip
+                 cmd: RemotingCommand) -> tuple[MessageExt, int, bool]:  # fmt: skip
     """The message a send request (V1 or V2 header, a send or a reply) carries, with its topic
-    resolved (auto-created when allowed) and its queue chosen, as RocketMQ's msgCheck does.
+    resolved (auto-created when allowed) and its queue chosen, as RocketMQ's msgCheck does;
+    with the header's maxReconsumeTimes (-1 when not sent) and batch flag.
 
     Raises:
         RequestError: a bad field, a topic that cannot be sent to, a queue it does not have.
     """
-    # Java clients send V2 (one-letter) headers with SEND_BATCH_MESSAGE too.
-    if cmd.code in _V2_CODES:
-        cmd.ext_fields = {_V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
-    # RocketMQ answers SYSTEM_ERROR to a send naming an invalid topic (msgCheck).
-    topic = fields.topic(cmd, code=ResponseCode.SYSTEM_ERROR)
-    cfg = messaging.topic_for_send(
-        topic,
-        get_str(cmd, "defaultTopic", AUTO_CREATE_TOPIC_KEY),
-        fields.queue_nums(cmd, "defaultTopicQueueNums", messaging.config.default_topic_queue_nums),
-    )
-    queue_id = messaging.write_queue(cfg, fields.queue_id(cmd, allow_any=True, default=ANY_QUEUE))
-    return MessageExt(
+    (topic, default_topic, default_queue_nums, queue_id, flag, properties, sys_flag,
+     born_timestamp, reconsume_times, max_reconsume_times, batch) = send_header(
+        cmd.ext_fields, cmd.code in _V2_CODES, messaging.config.default_topic_queue_nums
+    )  # fmt: skip
+    cfg = messaging.topic_for_send(topic, default_topic, default_queue_nums)
+    msg = MessageExt(
         topic=topic,
         body=cmd.body,
-        queue_id=queue_id,
-        flag=fields.java_int(cmd, "flag", 0),
-        properties=decode_properties(get_str(cmd, "properties", "")),
-        sys_flag=fields.java_int(cmd, "sysFlag", 0),
-        born_timestamp=fields.timestamp_ms(cmd, "bornTimestamp", 0),
+        queue_id=messaging.write_queue(cfg, queue_id),
+        flag=flag,
+        properties=decode_properties(properties),
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
         born_host=born_host(channel),
         store_host=messaging.store_host,
-        reconsume_times=fields.java_int(cmd, "reconsumeTimes", 0),
+        reconsume_times=reconsume_times,
     )
+    return msg, max_reconsume_times, batch
+
+
+def v1_header(cmd: RemotingCommand) -> dict[str, str]:
+    """A send request's header fields under their V1 names, whichever form it was sent in."""
+    return v1_fields(cmd.ext_fields) if cmd.code in _V2_CODES else cmd.ext_fields
 
 
 class SendHandlers:
@@ -151,11 +143,10 @@ class SendHandlers:
         return start_eagerly(send) if self.messaging.store.coalescer.idle else send
 
     async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
-        base = sent_message(self.messaging, channel, cmd)
-        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or get_bool(cmd, "batch"):
+        base, max_times, batch = sent_message(self.messaging, channel, cmd)
+        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or batch:
             result = await self.messaging.send_batch(unbatch(base))
         else:
-            max_times = fields.java_int(cmd, "maxReconsumeTimes", -1)
             result = await self.messaging.send(base, max_times if max_times >= 0 else None)
         return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
 
