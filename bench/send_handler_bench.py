@@ -154,6 +154,7 @@ async def bench(root: Path, count: int, size: int, concurrency: list[int], round
         channel.connection_made(sink)  # type: ignore[arg-type]
         await drive(channel, sink, frames[:warmup], 32)
         used = warmup
+        # For a profiler to attach to the timed part (py-spy --pid) once the frames are ready.
         print("timing", file=sys.stderr, flush=True)
         best = {c: float("inf") for c in concurrency}
         for _ in range(rounds):
