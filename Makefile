@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench lint proto clean native-check
+.PHONY: run test test-fast bench lint proto clean native-check native-fuzz
 
 # The editable install also compiles the C extension (setup.py), so its sources count too.
 $(STAMP): pyproject.toml setup.py $(wildcard src/pocketmq/_native/*)
@@ -91,6 +91,13 @@ proto: $(STAMP)
 native-check: $(STAMP)
 	command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 	PYTHON=$(BIN)/python bench/native_check.sh
+
+# The extension against its references under libFuzzer (clang; its sanitizer runtimes are the
+# libclang-rt package, which clang only recommends). FUZZ_SECONDS: how long (default 120).
+native-fuzz: $(STAMP)
+	command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get install -y -qq clang libclang-rt-dev; }
+	PYTHON=$(BIN)/python bench/fuzz/fuzz_native.sh $(or $(FUZZ_SECONDS),120)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes pocketmq._speedups' read path and a put's batch and dispatch functions with libFuzzer (clang, Debian's `clang` package):
+# `make native-fuzz` installs clang and runs this. Fuzzes pocketmq._speedups' read path and a put's batch and dispatch functions with libFuzzer (clang, Debian's `clang` package):
 # builds the extension with -fsanitize=fuzzer-no-link,address,undefined into a temp copy of
 # the package, links fuzz_decode.c (which embeds CPython) against it, seeds the corpus with
 # good pull bodies and runs for SECONDS (default 120). Not part of `make test`.
