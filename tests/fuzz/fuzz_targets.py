@@ -164,8 +164,8 @@ class BrokerHarness:
             cmd = RemotingCommand.request(
                 RequestCode.SEND_MESSAGE, {**send_fields(), "queueId": queue_id}, b"seed"
             )
-            resp = await self.broker.dispatcher(self.channel, cmd)  # type: ignore[misc]
-            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            resp = await self._dispatch(cmd)
+            assert resp is not None and resp.code == ResponseCode.SUCCESS, resp
         self.broker.offsets.commit("FuzzG0", "FuzzT0", 0, 1)
         self.baseline = self.tables()
 
