@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -76,7 +77,9 @@ class Producer:
             RequestCode.SEND_MESSAGE,
             {"producerGroup": GROUP, "topic": TOPIC, "defaultTopic": "TBW102",
              "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": SysFlag.TRANSACTION_PREPARED_TYPE,
-             "bornTimestamp": 1795313314656, "flag": 0, "properties": encode_properties(props),
+             # Born now: the broker gives up on a half older than fileReservedTime (72 h).
+             "bornTimestamp": int(time.time() * 1000), "flag": 0,
+             "properties": encode_properties(props),
              "reconsumeTimes": 0},
             f"body-{uniq}".encode(),
         )  # fmt: skip
