@@ -10,8 +10,9 @@ import itertools
 import struct
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 # tests/integration, for the process helpers this set shares with the master/slave tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -90,9 +91,7 @@ class FailoverSet:
         proc.proc.wait()
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.stop()
-        self.namesrv.stop()
+        stop_all([*self.procs.values(), self.namesrv])
 
 
 async def master_of(fo: FailoverSet, client: ClientInstance) -> int | None:
@@ -186,3 +185,21 @@ def producer_for(fo: FailoverSet) -> Producer:
     instance = ClientInstance(fo.namesrv.addr, f"fo-producer@{time.time_ns()}",
                               poll_name_server_interval_s=0.5)  # fmt: skip
     return Producer("FoProducer", instance=instance, send_timeout_ms=3000)
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> object: ...
+
+
+def stop_all(stoppables: Iterable[_Stoppable]) -> None:
+    """Stop each, even when an earlier one's stop failed (a broker that does not exit in time
+    is killed by its own stop, then reported); the first failure is raised once all are
+    stopped, so one stuck process leaks no other."""
+    failures: list[Exception] = []
+    for item in stoppables:
+        try:
+            item.stop()
+        except Exception as exc:  # the others are still stopped
+            failures.append(exc)
+    if failures:
+        raise failures[0]

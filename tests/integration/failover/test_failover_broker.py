@@ -36,6 +36,7 @@ from failover_set import (
     following,
     producer_for,
     raw_send,
+    stop_all,
 )
 from zk_process import ZooKeeperProcess
 
@@ -52,8 +53,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def fo_factory(tmp_path: Path) -> Iterator[list[FailoverSet]]:
     made: list[FailoverSet] = []
     yield made
-    for fo in made:
-        fo.stop()
+    stop_all(made)
 
 
 @pytest.fixture
