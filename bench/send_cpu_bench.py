@@ -16,19 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
 
 import uvloop
 
-from pocketmq.client import Producer, message
-from pocketmq.client.route import MessageQueue, TopicRoute
+from fake_channel import TOPIC, NullTransport, faked_producer
+from pocketmq.client import message
 from pocketmq.protocol.codes import LanguageCode, ResponseCode
 from pocketmq.protocol.native import DESCRIPTION
 from pocketmq.protocol.remoting import FLAG_RESPONSE, RemotingCommand
 from pocketmq.remoting.channel import RemotingChannel
-
-BROKER = "127.0.0.1:10911"
-TOPIC = "BenchTopic"
 
 
 def answer(opaque: int) -> bytes:
@@ -40,7 +36,7 @@ def answer(opaque: int) -> bytes:
     ).encode()  # fmt: skip
 
 
-class AnsweringTransport:
+class AnsweringTransport(NullTransport):
     """Takes requests and answers them in order on the next loop iteration."""
 
     def __init__(self, channel: RemotingChannel, answers: list[bytes]) -> None:
@@ -50,44 +46,27 @@ class AnsweringTransport:
         self.next = 1  # the channel's first opaque
         self.due: list[bytes] = []
 
-    def _request(self) -> None:
+    def write(self, data: bytes) -> None:
+        # One answer per frame: a channel writes the frames of an iteration in one call.
         if not self.due:
             self.loop.call_soon(self._answer)
-        self.due.append(self.answers[self.next])
-        self.next += 1
-
-    def write(self, data: bytes) -> None:
-        self._request()
-
-    def writelines(self, parts: Any) -> None:
-        self._request()
+        pos = 0
+        while pos < len(data):
+            pos += 4 + int.from_bytes(data[pos : pos + 4], "big")
+            self.due.append(self.answers[self.next])
+            self.next += 1
 
     def _answer(self) -> None:
         chunk, self.due = b"".join(self.due), []
         self.channel.data_received(chunk)
 
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 10911) if name == "peername" else default
-
-    def close(self) -> None:
-        pass
-
 
 async def bench(count: int, concurrency: list[int], rounds: int) -> None:
     warmup = 500
     answers = [b""] + [answer(i) for i in range(1, warmup + count * rounds * len(concurrency) + 1)]
-    producer = Producer("bench_producer", "127.0.0.1:9876")
     channel = RemotingChannel()
     channel.connection_made(AnsweringTransport(channel, answers))  # type: ignore[arg-type]
-    # The route and the connection a started producer would have fetched and opened.
-    producer.instance.remoting._channels[BROKER] = channel
-    producer.instance.broker_addrs["broker-a"] = {0: BROKER}
-    queues = [MessageQueue(TOPIC, "broker-a", i) for i in range(4)]
-    producer._publish[TOPIC] = TopicRoute(TOPIC, {"broker-a": {0: BROKER}}, queues, [])
-    producer._started = True
+    producer = faked_producer(channel)
     body = b"x" * 1024
     for _ in range(warmup):
         await producer.send(message(TOPIC, body, tags="bench"))

@@ -28,21 +28,19 @@ from typing import Any
 
 import uvloop
 
+from fake_channel import TOPIC, NullTransport, faked_producer
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.client import Producer, message
-from pocketmq.client.route import MessageQueue, TopicRoute
+from pocketmq.client import message
 from pocketmq.protocol.names import PERM_READ_WRITE
 from pocketmq.protocol.native import DESCRIPTION
 from pocketmq.remoting.channel import RemotingChannel
 from pocketmq.store.config import StoreConfig
 
-BROKER = "127.0.0.1:10911"
-TOPIC = "BenchTopic"
 QUEUES = 4
 
 
-class Capture:
+class Capture(NullTransport):
     """A producer's transport that keeps each request frame and never answers."""
 
     def __init__(self) -> None:
@@ -56,30 +54,13 @@ class Capture:
             self.frames.append(bytes(view[:end]))
             view = view[end:]
 
-    def writelines(self, parts: Any) -> None:
-        self.write(b"".join(parts))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 10911) if name == "peername" else default
-
-    def close(self) -> None:
-        pass
-
 
 async def capture_sends(count: int, size: int) -> list[bytes]:
     """The frames of ``count`` ``Producer.send`` calls (their answers never come)."""
-    producer = Producer("bench_producer", "127.0.0.1:9876")
     channel = RemotingChannel()
     capture = Capture()
     channel.connection_made(capture)  # type: ignore[arg-type]
-    producer.instance.remoting._channels[BROKER] = channel
-    producer.instance.broker_addrs["broker-a"] = {0: BROKER}
-    queues = [MessageQueue(TOPIC, "broker-a", i) for i in range(QUEUES)]
-    producer._publish[TOPIC] = TopicRoute(TOPIC, {"broker-a": {0: BROKER}}, queues, [])
-    producer._started = True
+    producer = faked_producer(channel, QUEUES)
     body = b"x" * size
     while len(capture.frames) < count:
         sends = [
@@ -93,8 +74,10 @@ async def capture_sends(count: int, size: int) -> list[bytes]:
     return capture.frames
 
 
-class AnswerSink:
+class AnswerSink(NullTransport):
     """The broker channel's transport: counts the frames written, keeps none."""
+
+    peer = ("127.0.0.1", 50000)
 
     def __init__(self) -> None:
         self.written = 0
@@ -112,21 +95,6 @@ class AnswerSink:
     def writelines(self, parts: Any) -> None:
         # A frame is its head, and its body when it has one; a send's answer has no body.
         self._wrote(len(list(parts)))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 50000) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 async def drive(channel: RemotingChannel, sink: AnswerSink, frames: list[bytes], c: int) -> None:

@@ -177,7 +177,7 @@ PyInit__speedups(void)
         return NULL;
     }
     if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0
-        || pmq_pull_init() < 0) {
+        || pmq_pull_init() < 0 || pmq_send_header_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

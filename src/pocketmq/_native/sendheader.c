@@ -6,7 +6,8 @@
  * fields' domains, a topic of TopicValidator's characters and at most 127 of them, batch absent,
  * empty, "true" or "false". A V2 header (one-letter names) must not also carry a field under its
  * V1 name. Anything else goes to the reference, which then decides, and raises what it raises.
- * The default topic name is read from the reference's module (AUTO_CREATE_TOPIC_KEY), once.
+ * The default topic name is read from the reference's module (AUTO_CREATE_TOPIC_KEY) on first
+ * use: the reference is registered after the module is imported.
  */
 #include "speedups.h"
 
@@ -33,8 +34,8 @@ static PyObject *v1_name[H_COUNT], *v2_name[H_COUNT], *default_topic, *empty_str
 #define TOPIC_MAX_LENGTH 127
 #define ANY_QUEUE (-1)
 
-static int
-intern_names(void)
+int
+pmq_send_header_init(void)
 {
     for (int f = 0; f < H_COUNT; f++) {
         if (v1_name[f] == NULL && (v1_name[f] = PyUnicode_InternFromString(V1_TEXT[f])) == NULL) {
@@ -152,8 +153,7 @@ pmq_send_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObj
 {
     (void)module;
     if (kwnames != NULL || nargs != 3 || !PyDict_CheckExact(args[0]) || !PyBool_Check(args[1])
-        || !PyLong_CheckExact(args[2]) || intern_names() < 0) {
-        PyErr_Clear();
+        || !PyLong_CheckExact(args[2])) {
         return pmq_call_reference("send_header", args, nargs, kwnames);
     }
     PyObject *ext = args[0];
@@ -164,7 +164,7 @@ pmq_send_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObj
             return pmq_call_reference("send_header", args, nargs, kwnames);
         }
     }
-    int64_t default_queue_nums, num[H_COUNT];
+    int64_t default_queue_nums, num[H_COUNT] = {0};
     PyObject *topic = value[H_TOPIC], *fallback_topic = the_default_topic(), *batch;
     PyObject *batch_text = value[H_BATCH];
     if (batch_text == NULL || PyUnicode_GET_LENGTH(batch_text) == 0

@@ -77,6 +77,9 @@ int pmq_index_init(void);
 /* Called once from PyInit__speedups: dispatch.c's interned names. */
 int pmq_dispatch_init(void);
 
+/* Called once from PyInit__speedups: sendheader.c's interned names. */
+int pmq_send_header_init(void);
+
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 

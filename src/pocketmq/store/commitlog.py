@@ -155,33 +155,34 @@ class CommitLog:
         )
 
     def _take_queue_offsets(self, msgs: list[MessageExt]) -> list[int]:
-        """Each message's queue offset, taken from ``topic_queue_table`` (under ``put_lock``):
-        a run of messages for one queue takes consecutive offsets when its first message's
-        transaction type goes to a consume queue, and 0 each when it does not."""
-        table = self.topic_queue_table
+        """Each message's queue offset, taken from ``topic_queue_table`` (under ``put_lock``),
+        a run of messages for one queue at a time (``_take_run``)."""
         if len(msgs) == 1:  # a single send: most puts
-            msg = msgs[0]
-            if (msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) not in _IN_QUEUE:
-                return [0]
-            key = (msg.topic, msg.queue_id)
-            qo = table[key] = table.get(key, 0) + 1
-            return [qo - 1]
+            return self._take_run(msgs[0], 1)
         offsets: list[int] = []
         i = 0
         while i < len(msgs):
             first = msgs[i]
-            key = (first.topic, first.queue_id)
             j = i + 1
-            while j < len(msgs) and msgs[j].queue_id == key[1] and msgs[j].topic == key[0]:
+            while (
+                j < len(msgs)
+                and msgs[j].queue_id == first.queue_id
+                and msgs[j].topic == first.topic
+            ):
                 j += 1
-            if (first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) in _IN_QUEUE:
-                qo = table.get(key, 0)
-                offsets += range(qo, qo + j - i)
-                table[key] = qo + j - i
-            else:
-                offsets += [0] * (j - i)
+            offsets += self._take_run(first, j - i)
             i = j
         return offsets
+
+    def _take_run(self, first: MessageExt, count: int) -> list[int]:
+        """The offsets of a run of ``count`` messages for ``first``'s queue: consecutive when
+        its first message's transaction type goes to a consume queue, else 0 each."""
+        if (first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) not in _IN_QUEUE:
+            return [0] * count
+        key = (first.topic, first.queue_id)
+        qo = self.topic_queue_table.get(key, 0)
+        self.topic_queue_table[key] = qo + count
+        return list(range(qo, qo + count))
 
     def _writable_file(self, need: int) -> MappedFile:
         """The segment that can take ``need`` bytes, closing the current one with a blank

@@ -137,8 +137,9 @@ class SendHandlers:
     def send_now(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         """``send_message`` started at once: under ASYNC_FLUSH most sends finish without
         waiting, and are answered in the read that brought them, with no task of their own
-        (BENCHMARKS.md, "Sends started eagerly"). Nothing on a send's way to its first wait
-        needs a task (no asyncio.timeout, the put coalescer treats it as nobody's sequence)."""
+        (BENCHMARKS.md, "Single sends: started in the read that brought them"). Nothing on a
+        send's way to its first wait needs a task (no asyncio.timeout, the put coalescer
+        treats it as nobody's sequence)."""
         send = self.send_message(channel, cmd)
         return start_eagerly(send) if self.messaging.store.coalescer.idle else send
 
