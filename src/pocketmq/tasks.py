@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -56,49 +55,3 @@ async def run_when_due(due_work: Callable[[], Awaitable[int | None]], wake: asyn
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(None if wait_ms is None else wait_ms / 1000):
                 await wake.wait()
-
-
-def start_eagerly(coro: Coroutine[Any, Any, T]) -> T | Awaitable[T]:
-    """Run ``coro`` up to its first suspension now: its result if it finished, else an
-    awaitable of the rest (for a Task, as if the Task had run the first step itself).
-
-    For a request handler that usually finishes without waiting (a send under ASYNC_FLUSH):
-    a Task of its own would cost an object, a loop turn before it starts and another
-    scheduling of its steps. Python 3.12's eager task factory does this for every task;
-    3.11 has none. Unlike it, the first step runs in no Task: ``asyncio.current_task()`` is
-    None there and ``asyncio.timeout`` refuses to start, so only a coroutine whose first step
-    needs neither may be started so.
-
-    Raises:
-        Exception: whatever the first step raises.
-    """
-    try:
-        yielded = coro.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    return _resumed(coro, yielded)
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
-    """Drive ``coro`` on from a suspension that yielded ``yielded``, passing its yields to
-    the Task awaiting this and the Task's answers (a value, or an exception to throw: a
-    cancellation) back, as ``yield from`` would after the first step."""
-    step: Callable[[Any], Any] = coro.send
-    arg: Any = None
-    # A bare yield (asyncio.sleep(0)) asked for one loop turn: the Task's first step is it.
-    if yielded is not None:
-        try:
-            arg = yield yielded
-        except BaseException as exc:  # forwarded, as yield from forwards what is thrown in
-            step, arg = coro.throw, exc
-    while True:
-        try:
-            yielded = step(arg)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            arg = yield yielded
-            step = coro.send
-        except BaseException as exc:
-            step, arg = coro.throw, exc

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from pocketmq.broker.consuming import ConsumingService
 from pocketmq.broker.stats import Protocol
@@ -117,6 +117,14 @@ class MessagingService(ConsumingService):
         self, msg: MessageExt, max_reconsume_times: int | None = None,
         protocol: Protocol = Protocol.REMOTING,
     ) -> PutResult:  # fmt: skip
+        """Store one message a producer sent (``send_now``, awaited)."""
+        result = self.send_now(msg, max_reconsume_times, protocol)
+        return result if isinstance(result, PutResult) else await result
+
+    def send_now(
+        self, msg: MessageExt, max_reconsume_times: int | None = None,
+        protocol: Protocol = Protocol.REMOTING,
+    ) -> PutResult | Awaitable[PutResult]:  # fmt: skip
         """Store one message a producer sent: a send to a retry topic may be dead-lettered
         (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
         and delay-level messages are parked in their system topics, then the store appends it.
@@ -125,9 +133,12 @@ class MessagingService(ConsumingService):
         A transactional half message (PREPARED) goes to the transaction service instead,
         invisible until its producer commits it.
 
+        The result itself when the send waits for nothing (the store's ``put_coalesced``),
+        else an awaitable of it: most sends under ASYNC_FLUSH need no coroutine at all.
+
         Raises:
             RequestError: an unknown retry group, a bad timer or delay property, or a half
-                the transaction service refuses.
+                the transaction service refuses (the last from the awaitable).
         """
         topic = msg.topic
         # Before the timer and delay rewrites take the properties that make a delay message.
@@ -135,25 +146,21 @@ class MessagingService(ConsumingService):
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp((msg,))
         if tx.is_half(msg):
-            result = await self.broker.transactions.prepare(msg)
-        else:
-            tx.make_visible(msg)
-            if is_retry_topic(msg.topic):
-                group = group_of_retry_topic(msg.topic)
-                sub = self.group(group)
-                max_times = (
-                    sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
-                )
-                # The client already counted this delivery in the message it sends back.
-                spent = retries_spent(msg.reconsume_times - 1, max_times)
-                if spent or self.broker.locks.has_live_locks(group):
-                    self._to_dead_letter(group, msg)
-            self.broker.timer.rewrite(msg)
-            self.broker.schedule.rewrite(msg)
-            result = await self._put([msg])
-        if result.ok:
-            self.stats.on_put(topic, 1, result.wrote_bytes, protocol, message_type)
-        return result
+            return self._counted_later(
+                self.broker.transactions.prepare(msg), None, topic, protocol, message_type
+            )
+        tx.make_visible(msg)
+        if is_retry_topic(msg.topic):
+            group = group_of_retry_topic(msg.topic)
+            sub = self.group(group)
+            max_times = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+            # The client already counted this delivery in the message it sends back.
+            spent = retries_spent(msg.reconsume_times - 1, max_times)
+            if spent or self.broker.locks.has_live_locks(group):
+                self._to_dead_letter(group, msg)
+        self.broker.timer.rewrite(msg)
+        self.broker.schedule.rewrite(msg)
+        return self._put([msg], topic, protocol, message_type)
 
     async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
         """Store a batch as one append (no delays in a batch: the edge refuses them).
@@ -168,23 +175,43 @@ class MessagingService(ConsumingService):
                 "transactional messages cannot be sent in a batch: send each on its own",
             )
         self.stamp(msgs)
-        result = await self._put(msgs)
-        if result.ok:
-            self.stats.on_put(msgs[0].topic, result.msg_num, result.wrote_bytes,
-                              message_type=message_type_of(msgs[0].properties))  # fmt: skip
-        return result
+        result = self._put(
+            msgs, msgs[0].topic, Protocol.REMOTING, message_type_of(msgs[0].properties)
+        )
+        return result if isinstance(result, PutResult) else await result
 
-    async def _put(self, msgs: list[MessageExt]) -> PutResult:
-        """Append a producer's send; when it woke consumers parked on its queues (long-polling
-        pulls, pops), they answer before the send does. Answering the producer first would
+    def _put(
+        self, msgs: list[MessageExt], topic: str, protocol: Protocol, message_type: str
+    ) -> PutResult | Awaitable[PutResult]:
+        """Append a producer's send (the store's ``put_coalesced``) and count it in ``topic``'s
+        put statistics once stored. When it woke consumers parked on its queues (long-polling
+        pulls, pops), they answer before the send does: answering the producer first would
         put its response's write (a loopback write wakes the producer) ahead of every
         delivery, and end-to-end latency is what a parked consumer is there for (BENCHMARKS.md,
         "Consumers first")."""
-        broker = self.broker
-        woken = broker.pull_hold.woken + broker.pop.woken
-        result = await self.store.put_coalesced(msgs)
-        if broker.pull_hold.woken + broker.pop.woken != woken:
+        woken = self._woken()
+        result = self.store.put_coalesced(msgs)
+        if not isinstance(result, PutResult) or self._woken() != woken:
+            return self._counted_later(result, woken, topic, protocol, message_type)
+        if result.ok:
+            self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
+        return result
+
+    def _woken(self) -> int:
+        """How many parked consumers (pulls and pops) puts have woken so far."""
+        return self.broker.pull_hold.woken + self.broker.pop.woken
+
+    async def _counted_later(
+        self, pending: PutResult | Awaitable[PutResult], woken: int | None, topic: str,
+        protocol: Protocol, message_type: str,
+    ) -> PutResult:  # fmt: skip
+        """``_put``'s result once there (its consumers woken first, unless ``woken`` is
+        None: a half wakes nobody), counted when stored."""
+        result = pending if isinstance(pending, PutResult) else await pending
+        if woken is not None and self._woken() != woken:
             await asyncio.sleep(0)
+        if result.ok:
+            self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
         return result
 
     def stamp(self, msgs: Iterable[MessageExt]) -> None:

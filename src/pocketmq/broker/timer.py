@@ -93,7 +93,7 @@ class TimerMessageService:
         Raises:
             RequestError: a bad timer property, or a delay beyond timerMaxDelaySec.
         """
-        if not any(name in msg.properties for name in TIMER_PROPERTIES):
+        if msg.properties.keys().isdisjoint(TIMER_PROPERTIES):
             return  # the common case, on every send: no clock read
         now = self.clock.now_ms()
         due = deliver_time_ms(msg, now)

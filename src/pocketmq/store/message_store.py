@@ -18,8 +18,9 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
@@ -89,7 +90,7 @@ class MessageStore:
         # The HA port's side of replication, on every role as in RocketMQ (the broker binds
         # it); a slave also follows its master with a store.ha.slave.HAClient.
         self.ha_service = HAService(self.commitlog, config, clock)
-        self.coalescer = PutCoalescer(self.append_units)
+        self.coalescer = PutCoalescer(self.append_units, self.acknowledged)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
@@ -433,14 +434,13 @@ class MessageStore:
         FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
         return await self.flushed(self.append(msgs), msgs)
 
-    async def put_coalesced(self, msgs: list[MessageExt]) -> PutResult:
+    def put_coalesced(self, msgs: list[MessageExt]) -> PutResult | Awaitable[PutResult]:
         """``put_messages``, appended in one CommitLog put with the other ``put_coalesced``
         calls of this event-loop iteration (see PutCoalescer): for producers' sends, which
-        arrive many at once when several are in flight."""
-        result = self.coalescer.append(msgs)
-        if not isinstance(result, PutResult):
-            result = await result
-        return await self.flushed(result, msgs)
+        arrive many at once when several are in flight. The result itself when nothing is
+        left to wait for (the iteration's first put, under ASYNC_FLUSH without a slave to
+        wait for), else an awaitable of it: a send that needs no wait needs no coroutine."""
+        return self.coalescer.append(msgs)
 
     async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:
         """``result`` of ``append(msgs)`` once its records are durable (SYNC_FLUSH) and on a
@@ -448,8 +448,23 @@ class MessageStore:
         that must note what it appended before anything else runs. The records stay in the
         log whatever the answer (FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT),
         as in RocketMQ."""
+        done = self.acknowledged(result, msgs)
+        return done if isinstance(done, PutResult) else await done
+
+    def acknowledged(
+        self, result: PutResult, msgs: list[MessageExt]
+    ) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """``flushed``: the result itself when there is nothing to wait for, else a coroutine
+        of it."""
         if not result.ok or msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) == "false":
             return result
+        if (
+            self._sync_flush and self.flush_service is not None
+        ) or self.role is BrokerRole.SYNC_MASTER:
+            return self._durable(result)
+        return self._fenced(result)
+
+    async def _durable(self, result: PutResult) -> PutResult:
         flush = None
         if self._sync_flush and self.flush_service is not None:
             flush = self.flush_service.request(result.next_offset, asyncio.get_running_loop())
@@ -470,10 +485,13 @@ class MessageStore:
         elif replica is not None and not await replica:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
             result.detail = "the message was written but not replicated to a slave in time"
+        return self._fenced(result)
+
+    def _fenced(self, result: PutResult) -> PutResult:
+        """A successful put acknowledged, unless this broker's lease ended meanwhile: a new
+        master may not hold it, so it is not (the producer retries; a duplicate at worst)."""
         if result.status is PutStatus.PUT_OK:
             if not self.may_write():
-                # The lease ended while the put waited: a new master may not hold it, so it
-                # is not acknowledged (the producer retries; a duplicate at worst).
                 result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
                 result.detail = FENCE_CLOSED
             else:

@@ -3,6 +3,7 @@ CONSUMER_SEND_MSG_BACK (36): parse, then the messaging service stores (SendMessa
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES
@@ -17,7 +18,6 @@ from pocketmq.protocol.send_header import send_header, v1_fields
 from pocketmq.remoting import RemotingChannel, RequestHandler
 from pocketmq.remoting.channel import HandlerResult
 from pocketmq.store import PutResult
-from pocketmq.tasks import start_eagerly
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
@@ -128,28 +128,31 @@ class SendHandlers:
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
-            RequestCode.SEND_MESSAGE: self.send_now,
-            RequestCode.SEND_MESSAGE_V2: self.send_now,
-            RequestCode.SEND_BATCH_MESSAGE: self.send_now,
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
         }
 
-    def send_now(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
-        """``send_message`` started at once: under ASYNC_FLUSH most sends finish without
-        waiting, and are answered in the read that brought them, with no task of their own
-        (BENCHMARKS.md, "Single sends: started in the read that brought them"). Nothing on a
-        send's way to its first wait needs a task (no asyncio.timeout, the put coalescer
-        treats it as nobody's sequence)."""
-        send = self.send_message(channel, cmd)
-        return start_eagerly(send) if self.messaging.store.coalescer.idle else send
-
-    async def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
+    def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
+        """A send, made in the read that brought it: under ASYNC_FLUSH most sends wait for
+        nothing and are answered before the read's callback returns, with no coroutine or
+        task; the others are answered by a task once their put is done (several in one read
+        share one put: PutCoalescer). BENCHMARKS.md, "Sends made in the read"."""
         base, max_times, batch = sent_message(self.messaging, channel, cmd)
+        result: PutResult | Awaitable[PutResult]
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or batch:
-            result = await self.messaging.send_batch(unbatch(base))
+            result = self.messaging.send_batch(unbatch(base))
         else:
-            result = await self.messaging.send(base, max_times if max_times >= 0 else None)
-        return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
+            result = self.messaging.send_now(base, max_times if max_times >= 0 else None)
+        if isinstance(result, PutResult):
+            return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
+        return self._answer_later(cmd, result, base.queue_id)
+
+    async def _answer_later(
+        self, cmd: RemotingCommand, pending: Awaitable[PutResult], queue_id: int
+    ) -> RemotingCommand:
+        return put_response(cmd, await pending, queue_id, self.messaging.region_properties)
 
     async def consumer_send_msg_back(
         self, channel: RemotingChannel, cmd: RemotingCommand

@@ -1,6 +1,6 @@
-"""A send is started in the read that brought it (SendHandlers.send_now): alone in its read,
-it is answered before the read's callback returns, with no task of its own; several in one
-read still share puts (PutCoalescer), each with its own answer."""
+"""A send is made in the read that brought it (SendHandlers.send_message): alone in its read,
+it is answered before the read's callback returns, with no task of its own; the others of a
+read are put together when the read's turn ends (PutCoalescer), each with its own answer."""
 
 from __future__ import annotations
 
@@ -91,6 +91,5 @@ async def test_sends_read_together_are_each_answered_after_one_put(broker: Broke
         (i, ResponseCode.SUCCESS) for i in range(1, 9)
     ]
     assert sorted(int(c.ext_fields["queueOffset"]) for c in answers) == list(range(8))
-    # The first put alone in the read's turn; in the next, the first task's put at once (a
-    # turn's first put is never held) and the other six together when that turn ends.
-    assert puts == [1, 1, 6]
+    # The first put alone, in the read; the other seven together when the read's turn ends.
+    assert puts == [1, 7]
