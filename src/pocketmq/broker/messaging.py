@@ -162,8 +162,9 @@ class MessagingService(ConsumingService):
         self.broker.schedule.rewrite(msg)
         return self._put([msg], topic, protocol, message_type)
 
-    async def send_batch(self, msgs: list[MessageExt]) -> PutResult:
-        """Store a batch as one append (no delays in a batch: the edge refuses them).
+    def send_batch(self, msgs: list[MessageExt]) -> PutResult | Awaitable[PutResult]:
+        """Store a batch as one append (no delays in a batch: the edge refuses them); as
+        ``send_now``, the result itself when it waits for nothing, else an awaitable.
 
         Raises:
             RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
@@ -175,10 +176,9 @@ class MessagingService(ConsumingService):
                 "transactional messages cannot be sent in a batch: send each on its own",
             )
         self.stamp(msgs)
-        result = self._put(
+        return self._put(
             msgs, msgs[0].topic, Protocol.REMOTING, message_type_of(msgs[0].properties)
         )
-        return result if isinstance(result, PutResult) else await result
 
     def _put(
         self, msgs: list[MessageExt], topic: str, protocol: Protocol, message_type: str
@@ -193,13 +193,17 @@ class MessagingService(ConsumingService):
         result = self.store.put_coalesced(msgs)
         if not isinstance(result, PutResult) or self._woken() != woken:
             return self._counted_later(result, woken, topic, protocol, message_type)
-        if result.ok:
-            self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
+        self._count(result, topic, protocol, message_type)
         return result
 
     def _woken(self) -> int:
         """How many parked consumers (pulls and pops) puts have woken so far."""
         return self.broker.pull_hold.woken + self.broker.pop.woken
+
+    def _count(self, result: PutResult, topic: str, protocol: Protocol, message_type: str) -> None:
+        """A producer's stored messages count in their topic's put statistics."""
+        if result.ok:
+            self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
 
     async def _counted_later(
         self, pending: PutResult | Awaitable[PutResult], woken: int | None, topic: str,
@@ -210,8 +214,7 @@ class MessagingService(ConsumingService):
         result = pending if isinstance(pending, PutResult) else await pending
         if woken is not None and self._woken() != woken:
             await asyncio.sleep(0)
-        if result.ok:
-            self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
+        self._count(result, topic, protocol, message_type)
         return result
 
     def stamp(self, msgs: Iterable[MessageExt]) -> None:

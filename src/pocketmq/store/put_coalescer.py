@@ -110,18 +110,16 @@ def split_put(result: PutResult, reqs: list[DispatchRequest], counts: list[int])
     """The results of consecutive units of ``counts`` messages each, from the successful
     ``result`` of their one put and its dispatch requests (one per message, in order)."""
     out: list[PutResult] = []
+    ok, stored, host = PutStatus.PUT_OK, result.store_timestamp, result.store_host
     start = 0
     for count in counts:
-        part = reqs[start : start + count]
+        if count == 1:  # a single send: most units
+            req = reqs[start]
+            out.append(PutResult(ok, [req.phy_offset], req.queue_offset, req.size, stored, host))
+        else:
+            part = reqs[start : start + count]
+            size = sum(req.size for req in part)
+            offsets = [req.phy_offset for req in part]
+            out.append(PutResult(ok, offsets, part[0].queue_offset, size, stored, host))
         start += count
-        out.append(
-            PutResult(
-                PutStatus.PUT_OK,
-                phy_offsets=[req.phy_offset for req in part],
-                queue_offset=part[0].queue_offset,
-                wrote_bytes=sum(req.size for req in part),
-                store_timestamp=result.store_timestamp,
-                store_host=result.store_host,
-            )
-        )
     return out
