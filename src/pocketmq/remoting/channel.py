@@ -17,7 +17,10 @@ stops reading cannot make us buffer without bound.
 Frames are coalesced per event-loop iteration: the first of an iteration goes to the transport
 at once (a lone request or response waits for nothing), later ones (a group commit
 acknowledging many sends, the answers to one read's worth of requests, the next requests of
-the callers those answers woke) are written together, in order, when the iteration ends.
+the callers those answers woke) are written together, in order, when the iteration ends. A
+read that brings several requests holds its first answer too: the answers of all of them go
+in one write once the tasks of those that wait for a put have run (BENCHMARKS.md, "One write
+for a read's answers").
 """
 
 from __future__ import annotations
@@ -103,6 +106,9 @@ class RemotingChannel(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}
         # Frames held until this iteration ends; None when no frame was written in it.
         self._held: list[bytes] | None = None
+        # In data_received, with more than one request read: answers are written when it
+        # returns (_write_read_answers).
+        self._reading = False
         # A client's ACL credentials: every request it sends is signed (AclClientRPCHook).
         self.credentials: SessionCredentials | None = None
 
@@ -118,6 +124,8 @@ class RemotingChannel(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        requests = 0
+        together = False
         try:
             self.conn.receive_data(data)
             while (cmd := self.conn.next_command()) is not NEED_DATA:
@@ -127,10 +135,34 @@ class RemotingChannel(asyncio.Protocol):
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
                 else:
+                    requests += 1
+                    if requests == 1:
+                        # More in this read: its answers are written together when it is done.
+                        together = self._reading = self.conn.buffered > 0
                     self._handle(cmd)
         except RemoteProtocolError as exc:
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
+        finally:
+            if together:
+                self._reading = False
+                self._write_read_answers(requests)
+
+    def _write_read_answers(self, requests: int) -> None:
+        """Write the answers made in a ``data_received`` that read more than one request: once
+        the tasks of those not answered yet ran, in one write with theirs (a system call
+        spared, and a read of the client's); at once when only one request was complete."""
+        held = self._held
+        if not held:
+            return
+        if requests == 1 and self.is_open:
+            assert self.transport is not None
+            self._held = []
+            if len(held) == 1:
+                self.transport.write(held[0])
+            else:
+                self.transport.writelines(held)
+        self._loop.call_soon(self._write_held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         err = ConnectionError(f"connection to {self.peer} closed")
@@ -232,13 +264,16 @@ class RemotingChannel(asyncio.Protocol):
         assert self.transport is not None
         held = self._held
         if held is None:
-            if body:
-                self.transport.writelines((head, body))
+            if self._reading:  # written by _write_read_answers
+                self._held = held = []
             else:
-                self.transport.write(head)
-            self._held = []
-            self._loop.call_soon(self._write_held)
-            return
+                if body:
+                    self.transport.writelines((head, body))
+                else:
+                    self.transport.write(head)
+                self._held = []
+                self._loop.call_soon(self._write_held)
+                return
         held.append(head)
         if body:
             held.append(body)

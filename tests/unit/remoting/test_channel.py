@@ -37,6 +37,13 @@ def _dispatcher() -> Dispatcher:
     return d
 
 
+async def answered(channel: RemotingChannel) -> None:
+    """Until the requests read so far are answered: their tasks done, and the loop turn in
+    which the answers of a read of several requests are written."""
+    await asyncio.gather(*channel._tasks)
+    await asyncio.sleep(0)
+
+
 def _frame(code: int, opaque: int, *, oneway: bool) -> bytes:
     cmd = RemotingCommand.request(code)
     cmd.opaque = opaque
@@ -49,7 +56,7 @@ def _frame(code: int, opaque: int, *, oneway: bool) -> bytes:
 async def test_a_oneway_request_gets_no_frame_back_a_normal_one_does(code: int) -> None:
     channel, transport = connected_channel(_dispatcher())
     channel.data_received(_frame(code, 7, oneway=True) + _frame(OK, 8, oneway=False))
-    await asyncio.gather(*channel._tasks)
+    await answered(channel)
     sent = transport.commands()
     assert [(c.opaque, c.code, c.is_response) for c in sent] == [(8, ResponseCode.SUCCESS, True)]
 
@@ -74,6 +81,7 @@ async def test_a_normal_request_is_answered_with_its_opaque(code: int, answer: i
 async def test_a_channel_without_handler_answers_only_normal_requests() -> None:
     channel, transport = connected_channel()
     channel.data_received(_frame(OK, 1, oneway=True) + _frame(OK, 2, oneway=False))
+    await answered(channel)
     assert [(c.opaque, c.code) for c in transport.commands()] == [
         (2, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
     ]
@@ -89,20 +97,31 @@ async def test_frames_of_one_iteration_are_written_together_and_a_lone_one_at_on
     assert transport.writes == 2
     assert [cmd.opaque for cmd in transport.commands()] == [1, 2, 3, 4, 5, 6]
 
-    # A new iteration: at once again. A request is held like an answer, after it.
+    # A new iteration, and a read of several requests: their answers are held for one write
+    # (with those of their tasks, had they any). A request is held like an answer, after it.
     channel.data_received(b"".join(_frame(OK, opaque, oneway=False) for opaque in (7, 8)))
-    assert transport.writes == 3
+    assert transport.writes == 2
     channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))
-    assert transport.writes == 3
+    assert transport.writes == 2
     await asyncio.sleep(0)
-    assert transport.writes == 4
+    assert transport.writes == 3
     assert [cmd.is_response for cmd in transport.commands()][-3:] == [True, True, False]
 
-    channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))  # a lone request: at once
+    # A read of one whole request and part of the next: its answer at once.
+    second = _frame(OK, 12, oneway=False)
+    channel.data_received(_frame(OK, 11, oneway=False) + second[:5])
+    assert transport.writes == 4
+    channel.data_received(second[5:])  # the same iteration: held
+    assert transport.writes == 4
+    await asyncio.sleep(0)
     assert transport.writes == 5
+    assert [cmd.opaque for cmd in transport.commands()][-2:] == [11, 12]
+
+    channel.invoke_oneway(RemotingCommand.request(UNKNOWN, {}))  # a lone request: at once
+    assert transport.writes == 6
     channel.data_received(_frame(OK, 9, oneway=False))  # the same iteration: held
     channel.data_received(_frame(OK, 10, oneway=False))
-    assert transport.writes == 5
+    assert transport.writes == 6
     channel.close()  # what is held still goes out, before the transport closes
-    assert transport.writes == 6 and transport.closed
+    assert transport.writes == 7 and transport.closed
     assert [cmd.opaque for cmd in transport.commands() if cmd.is_response][-2:] == [9, 10]
