@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
@@ -125,7 +125,6 @@ class RemotingChannel(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         requests = 0
-        together = False
         try:
             self.conn.receive_data(data)
             while (cmd := self.conn.next_command()) is not NEED_DATA:
@@ -138,13 +137,13 @@ class RemotingChannel(asyncio.Protocol):
                     requests += 1
                     if requests == 1:
                         # More in this read: its answers are written together when it is done.
-                        together = self._reading = self.conn.buffered > 0
+                        self._reading = self.conn.buffered > 0
                     self._handle(cmd)
         except RemoteProtocolError as exc:
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
         finally:
-            if together:
+            if self._reading:
                 self._reading = False
                 self._write_read_answers(requests)
 
@@ -156,13 +155,9 @@ class RemotingChannel(asyncio.Protocol):
         if not held:
             return
         if requests == 1 and self.is_open:
-            assert self.transport is not None
-            self._held = []
-            if len(held) == 1:
-                self.transport.write(held[0])
-            else:
-                self.transport.writelines(held)
-        self._loop.call_soon(self._write_held)
+            self._write_first(held)
+        else:
+            self._loop.call_soon(self._write_held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         err = ConnectionError(f"connection to {self.peer} closed")
@@ -264,19 +259,23 @@ class RemotingChannel(asyncio.Protocol):
         assert self.transport is not None
         held = self._held
         if held is None:
-            if self._reading:  # written by _write_read_answers
-                self._held = held = []
-            else:
-                if body:
-                    self.transport.writelines((head, body))
-                else:
-                    self.transport.write(head)
-                self._held = []
-                self._loop.call_soon(self._write_held)
+            if not self._reading:
+                self._write_first((head, body) if body else (head,))
                 return
+            self._held = held = []  # written by _write_read_answers
         held.append(head)
         if body:
             held.append(body)
+
+    def _write_first(self, parts: Sequence[bytes]) -> None:
+        """Write the first frames of a loop turn now, and hold the turn's later ones."""
+        assert self.transport is not None
+        if len(parts) == 1:
+            self.transport.write(parts[0])
+        else:
+            self.transport.writelines(parts)
+        self._held = []
+        self._loop.call_soon(self._write_held)
 
     def _write_held(self) -> None:
         held, self._held = self._held, None

@@ -46,23 +46,23 @@ class PutCoalescer:
         Each is answered acknowledged: the result itself when it waits for nothing, else an
         awaitable of it. A task that puts again before anyone else did (one caller's sequence
         of sends: a gRPC request's messages) is not held either: holding it would only cost it
-        an iteration per two puts. A put made outside any task (a remoting
-        send, made in the read that brought it) is nobody's sequence."""
+        an iteration per two puts. A put made outside any task (a remoting send, made in the
+        read that brought it) is nobody's sequence."""
         if self._pending is None:
             # get_running_loop makes a getpid system call on CPython 3.11: once an iteration.
             self._loop = running = asyncio.get_running_loop()
             self._pending = []
             self._first = asyncio.current_task(running)
             running.call_soon(self._append_pending)
-            return self._acknowledge(self._append_units([msgs])[0], msgs)
-        loop = self._loop
-        assert loop is not None
-        task = asyncio.current_task(loop)
-        if not self._pending and task is not None and task is self._first:
-            return self._acknowledge(self._append_units([msgs])[0], msgs)
-        fut: asyncio.Future[PutResult] = loop.create_future()
-        self._pending.append((msgs, fut))
-        return fut
+        else:
+            loop = self._loop
+            assert loop is not None
+            task = asyncio.current_task(loop)
+            if self._pending or task is None or task is not self._first:
+                fut: asyncio.Future[PutResult] = loop.create_future()
+                self._pending.append((msgs, fut))
+                return fut
+        return self._acknowledge(self._append_units([msgs])[0], msgs)
 
     def _append_pending(self) -> None:
         pending, self._pending, self._first = self._pending, None, None
