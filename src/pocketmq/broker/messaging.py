@@ -24,8 +24,9 @@ checked by the edges with ``protocol.fields`` before they call; what needs the b
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 
 from pocketmq.broker.consuming import ConsumingService
 from pocketmq.broker.stats import Protocol
@@ -34,6 +35,7 @@ from pocketmq.broker.topics import TopicConfig
 from pocketmq.broker.transaction import EndTransaction
 from pocketmq.broker.transaction import half as tx
 from pocketmq.errors import RequestError
+from pocketmq.pending import Pending, outcome_of, pending_of
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
 from pocketmq.protocol.message import MessageConst, MessageExt
@@ -117,14 +119,14 @@ class MessagingService(ConsumingService):
         self, msg: MessageExt, max_reconsume_times: int | None = None,
         protocol: Protocol = Protocol.REMOTING,
     ) -> PutResult:  # fmt: skip
-        """Store one message a producer sent (``send_now``, awaited)."""
+        """Store one message a producer sent (``send_now``), awaited."""
         result = self.send_now(msg, max_reconsume_times, protocol)
-        return result if isinstance(result, PutResult) else await result
+        return result if isinstance(result, PutResult) else await outcome_of(result)
 
     def send_now(
         self, msg: MessageExt, max_reconsume_times: int | None = None,
         protocol: Protocol = Protocol.REMOTING,
-    ) -> PutResult | Awaitable[PutResult]:  # fmt: skip
+    ) -> PutResult | Pending[PutResult]:  # fmt: skip
         """Store one message a producer sent: a send to a retry topic may be dead-lettered
         (past ``max_reconsume_times``, the group's when None, or for an ordered group), timer
         and delay-level messages are parked in their system topics, then the store appends it.
@@ -133,12 +135,14 @@ class MessagingService(ConsumingService):
         A transactional half message (PREPARED) goes to the transaction service instead,
         invisible until its producer commits it.
 
-        The result itself when the send waits for nothing (the store's ``put_coalesced``),
-        else an awaitable of it: most sends under ASYNC_FLUSH need no coroutine at all.
+        The result itself when the send may be answered at once (the store's
+        ``put_coalesced``), else a Pending of it (or of the exception that ended the send):
+        most sends under ASYNC_FLUSH need no coroutine, and those held for a coalesced put no
+        task.
 
         Raises:
-            RequestError: an unknown retry group, a bad timer or delay property, or a half
-                the transaction service refuses (the last from the awaitable).
+            RequestError: an unknown retry group or a bad timer or delay property (a half the
+                transaction service refuses ends its Pending).
         """
         topic = msg.topic
         # Before the timer and delay rewrites take the properties that make a delay message.
@@ -146,9 +150,7 @@ class MessagingService(ConsumingService):
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp((msg,))
         if tx.is_half(msg):
-            return self._counted_later(
-                self.broker.transactions.prepare(msg), None, topic, protocol, message_type
-            )
+            return pending_of(self._prepared(msg, topic, protocol, message_type), self._preparing)
         tx.make_visible(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
@@ -162,9 +164,9 @@ class MessagingService(ConsumingService):
         self.broker.schedule.rewrite(msg)
         return self._put([msg], topic, protocol, message_type)
 
-    def send_batch(self, msgs: list[MessageExt]) -> PutResult | Awaitable[PutResult]:
-        """Store a batch as one append (no delays in a batch: the edge refuses them); as
-        ``send_now``, the result itself when it waits for nothing, else an awaitable.
+    def send_batch(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
+        """Store a batch as one append (no delays in a batch: the edge refuses them); answered
+        as ``send_now`` is.
 
         Raises:
             RequestError: MESSAGE_ILLEGAL for a transactional message in the batch, as
@@ -182,19 +184,38 @@ class MessagingService(ConsumingService):
 
     def _put(
         self, msgs: list[MessageExt], topic: str, protocol: Protocol, message_type: str
-    ) -> PutResult | Awaitable[PutResult]:
+    ) -> PutResult | Pending[PutResult]:
         """Append a producer's send (the store's ``put_coalesced``) and count it in ``topic``'s
-        put statistics once stored. When it woke consumers parked on its queues (long-polling
-        pulls, pops), they answer before the send does: answering the producer first would
-        put its response's write (a loopback write wakes the producer) ahead of every
-        delivery, and end-to-end latency is what a parked consumer is there for (BENCHMARKS.md,
-        "Consumers first")."""
+        put statistics once stored; answered as ``send_now`` is. When it woke consumers parked
+        on its queues (long-polling pulls, pops), they answer before the send does: answering
+        the producer first would put its response's write (a loopback write wakes the
+        producer) ahead of every delivery, and end-to-end latency is what a parked consumer is
+        there for (BENCHMARKS.md, "Consumers first")."""
         woken = self._woken()
         result = self.store.put_coalesced(msgs)
-        if not isinstance(result, PutResult) or self._woken() != woken:
-            return self._counted_later(result, woken, topic, protocol, message_type)
-        self._count(result, topic, protocol, message_type)
-        return result
+        if isinstance(result, PutResult):
+            self._count(result, topic, protocol, message_type)
+            if self._woken() == woken:
+                return result
+            after: Pending[PutResult] = Pending()
+            asyncio.get_running_loop().call_soon(after.settle, result)
+            return after
+        later: Pending[PutResult] = Pending()
+        result.then = functools.partial(self._put_done, woken, topic, protocol, message_type, later)
+        return later
+
+    def _put_done(
+        self, woken: int, topic: str, protocol: Protocol, message_type: str,
+        later: Pending[PutResult], outcome: PutResult | Exception,
+    ) -> None:  # fmt: skip
+        """A held put's outcome: counted when stored, and given to ``later`` after the
+        consumers the put woke."""
+        if isinstance(outcome, PutResult):
+            self._count(outcome, topic, protocol, message_type)
+            if self._woken() != woken:
+                asyncio.get_running_loop().call_soon(later.settle, outcome)
+                return
+        later.then(outcome)
 
     def _woken(self) -> int:
         """How many parked consumers (pulls and pops) puts have woken so far."""
@@ -205,15 +226,12 @@ class MessagingService(ConsumingService):
         if result.ok:
             self.stats.on_put(topic, result.msg_num, result.wrote_bytes, protocol, message_type)
 
-    async def _counted_later(
-        self, pending: PutResult | Awaitable[PutResult], woken: int | None, topic: str,
-        protocol: Protocol, message_type: str,
-    ) -> PutResult:  # fmt: skip
-        """``_put``'s result once there (its consumers woken first, unless ``woken`` is
-        None: a half wakes nobody), counted when stored."""
-        result = pending if isinstance(pending, PutResult) else await pending
-        if woken is not None and self._woken() != woken:
-            await asyncio.sleep(0)
+    async def _prepared(
+        self, msg: MessageExt, topic: str, protocol: Protocol, message_type: str
+    ) -> PutResult:
+        """A half message kept by the transaction service (it wakes nobody), counted when
+        stored."""
+        result = await self.broker.transactions.prepare(msg)
         self._count(result, topic, protocol, message_type)
         return result
 

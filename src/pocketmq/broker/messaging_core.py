@@ -7,7 +7,8 @@ remoting code and remark.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.status_map import FENCED_REFUSAL, SLAVE_REFUSAL
 from pocketmq.broker.subscription_groups import SubscriptionGroupConfig
@@ -45,6 +46,8 @@ class MessagingCore:
             MessageConst.CLUSTER: self.config.broker_cluster_name,
             **self.region_properties,
         }
+        # Half messages on their way into the transaction service, each in a task held here.
+        self._preparing: set[asyncio.Future[Any]] = set()
 
     @property
     def store_host(self) -> tuple[str, int]:

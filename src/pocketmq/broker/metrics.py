@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import inspect
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Iterator
@@ -60,6 +60,7 @@ from pocketmq.broker.stats import (
     StatsItemSet,
 )
 from pocketmq.errors import RequestError
+from pocketmq.pending import Pending
 from pocketmq.protocol.names import (
     TRACE_TOPIC,
     is_dlq_topic,
@@ -116,11 +117,23 @@ class TimedDispatcher(Dispatcher):
         except RequestError as exc:
             self._observe(cmd.code, exc.code, start)
             raise
-        if inspect.isawaitable(result):
-            return self._timed(cmd.code, result, start)
-        if result is not None:
+        if isinstance(result, RemotingCommand):
             self._observe(cmd.code, result.code, start)
+        elif isinstance(result, Pending):
+            timed: Pending[RemotingCommand] = Pending()
+            result.then = functools.partial(self._settled, cmd.code, start, timed)
+            return timed
+        elif result is not None:
+            return self._timed(cmd.code, result, start)
         return result
+
+    def _settled(
+        self, code: int, start: float, timed: Pending[RemotingCommand],
+        outcome: RemotingCommand | Exception,
+    ) -> None:  # fmt: skip
+        if isinstance(outcome, RemotingCommand | RequestError):
+            self._observe(code, outcome.code, start)
+        timed.then(outcome)
 
     async def _timed(
         self, code: int, pending: Awaitable[RemotingCommand | None], start: float

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
+from pocketmq.pending import Pending
 from pocketmq.protocol.acl_sign import SessionCredentials, sign_request
 from pocketmq.protocol.codes import LanguageCode, ResponseCode
 from pocketmq.protocol.connection import NEED_DATA, RemotingConnection
@@ -41,7 +43,11 @@ from pocketmq.protocol.versions import version_name
 
 log = logging.getLogger(__name__)
 
-HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+# What a handler gives: a response, nothing (a one-way request), a Pending response (given
+# later by a callback: for requests that wait many for one event) or an awaitable of one.
+HandlerResult = (
+    RemotingCommand | None | Pending[RemotingCommand] | Awaitable[RemotingCommand | None]
+)
 RequestHandler = Callable[["RemotingChannel", RemotingCommand], HandlerResult]
 
 
@@ -191,6 +197,8 @@ class RemotingChannel(asyncio.Protocol):
             return
         if isinstance(result, RemotingCommand):
             self._answer(cmd, result)
+        elif isinstance(result, Pending):
+            result.then = functools.partial(self._settle, cmd)
         elif result is not None:  # an awaitable; the loop's own create_task: once per request
             task = self._loop.create_task(self._finish(cmd, result))
             self._tasks.add(task)
@@ -208,6 +216,12 @@ class RemotingChannel(asyncio.Protocol):
             return
         if response is not None:
             self._answer(cmd, response)
+
+    def _settle(self, cmd: RemotingCommand, outcome: RemotingCommand | Exception) -> None:
+        if isinstance(outcome, RemotingCommand):
+            self._answer(cmd, outcome)
+        else:
+            self._fail(cmd, outcome)
 
     def _fail(self, cmd: RemotingCommand, exc: Exception) -> None:
         if isinstance(exc, RequestError):

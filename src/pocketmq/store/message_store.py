@@ -18,12 +18,13 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
+from pocketmq.pending import Pending
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_offset_msg_id
 from pocketmq.protocol.record_codec import RecordError, RecordInfo, decode_message
 from pocketmq.store import pull_read, query, retention
@@ -434,12 +435,13 @@ class MessageStore:
         FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
         return await self.flushed(self.append(msgs), msgs)
 
-    def put_coalesced(self, msgs: list[MessageExt]) -> PutResult | Awaitable[PutResult]:
+    def put_coalesced(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
         """``put_messages``, appended in one CommitLog put with the other ``put_coalesced``
         calls of this event-loop iteration (see PutCoalescer): for producers' sends, which
         arrive many at once when several are in flight. The result itself when nothing is
         left to wait for (the iteration's first put, under ASYNC_FLUSH without a slave to
-        wait for), else an awaitable of it: a send that needs no wait needs no coroutine."""
+        wait for), else a Pending of it: a send that needs no wait needs no coroutine, and
+        one held needs no task."""
         return self.coalescer.append(msgs)
 
     async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:

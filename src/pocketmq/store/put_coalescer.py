@@ -9,19 +9,24 @@ result (``MessageStore.append_units``). The first put of an iteration is appende
 a lone send waits for nothing (no timer, no batch size to fill); the later ones of the same
 iteration are appended together when it ends, as RemotingChannel holds responses. Each put
 is answered once acknowledged (``MessageStore.acknowledged``: at once under ASYNC_FLUSH without
-a slave to wait for), so that a held put's waiter awaits one future and nothing else.
+a slave to wait for), through a callback rather than a future: a task and a future for each of
+an iteration's held puts cost a remoting send at c=32 about a sixth of its broker CPU
+(BENCHMARKS.md, "Held sends answered by callback").
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Awaitable, Callable, Coroutine
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from pocketmq.pending import Pending, pending_of
 from pocketmq.protocol.message import MessageExt
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.results import PutResult, PutStatus
+
+log = logging.getLogger(__name__)
 
 AppendUnits = Callable[[list[list[MessageExt]]], list[PutResult]]
 # A put's result once it may be answered: itself, or a coroutine that waits (a flush, a slave).
@@ -33,21 +38,22 @@ class PutCoalescer:
         self._append_units = append_units
         self._acknowledge = acknowledge
         # The puts held until this iteration ends; None when no put was made in it.
-        self._pending: list[tuple[list[MessageExt], asyncio.Future[PutResult]]] | None = None
+        self._pending: list[tuple[list[MessageExt], Pending[PutResult]]] | None = None
         # The task that made this iteration's first put, and the iteration's loop.
         self._first: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Held puts' acknowledgements still waiting (a reference keeps their tasks alive).
-        self._waiting: set[asyncio.Future[PutResult]] = set()
+        # Acknowledgements still waiting (a flush, a slave), each in a task held here.
+        self._waiting: set[asyncio.Future[Any]] = set()
 
-    def append(self, msgs: list[MessageExt]) -> PutResult | Awaitable[PutResult]:
+    def append(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
         """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
         at once (a lone send waits for nothing), later ones when the iteration ends, together.
-        Each is answered acknowledged: the result itself when it waits for nothing, else an
-        awaitable of it. A task that puts again before anyone else did (one caller's sequence
-        of sends: a gRPC request's messages) is not held either: holding it would only cost it
-        an iteration per two puts. A put made outside any task (a remoting send, made in the
-        read that brought it) is nobody's sequence."""
+        The acknowledged result when nothing is left to wait for, else a Pending of it (or of
+        the exception that ended the put): the puts held in an iteration are answered from
+        the callback that appends them, with no task or future each. A task that puts again
+        before anyone else did (one caller's sequence of sends: a gRPC request's messages) is
+        not held: holding it would only cost it an iteration per two puts. A put made outside
+        any task (a remoting send, made in the read that brought it) is nobody's sequence."""
         if self._pending is None:
             # get_running_loop makes a getpid system call on CPython 3.11: once an iteration.
             self._loop = running = asyncio.get_running_loop()
@@ -55,14 +61,15 @@ class PutCoalescer:
             self._first = asyncio.current_task(running)
             running.call_soon(self._append_pending)
         else:
-            loop = self._loop
-            assert loop is not None
-            task = asyncio.current_task(loop)
+            task = asyncio.current_task(self._loop)
             if self._pending or task is None or task is not self._first:
-                fut: asyncio.Future[PutResult] = loop.create_future()
-                self._pending.append((msgs, fut))
-                return fut
-        return self._acknowledge(self._append_units([msgs])[0], msgs)
+                held: Pending[PutResult] = Pending()
+                self._pending.append((msgs, held))
+                return held
+        acknowledged = self._acknowledge(self._append_units([msgs])[0], msgs)
+        if isinstance(acknowledged, PutResult):
+            return acknowledged
+        return pending_of(acknowledged, self._waiting)
 
     def _append_pending(self) -> None:
         pending, self._pending, self._first = self._pending, None, None
@@ -70,40 +77,29 @@ class PutCoalescer:
             return
         try:
             results = self._append_units([msgs for msgs, _ in pending])
-        except Exception as exc:  # each waiter answers its own request; the next puts run
-            for _, fut in pending:
-                if not fut.done():
-                    fut.set_exception(exc)
+        except Exception as exc:  # each put answers its own request; the next puts run
+            for _, held in pending:
+                _answer(held, exc)
             return
-        # A waiter cancelled meanwhile (its connection closed) leaves its messages stored
-        # unacknowledged, as a crash after the append would: its producer retries.
-        for (msgs, fut), result in zip(pending, results, strict=True):
-            if fut.done():
-                continue
+        for (msgs, held), result in zip(pending, results, strict=True):
             try:
                 acknowledged = self._acknowledge(result, msgs)
-            except Exception as exc:  # that waiter's answer; the others go on
-                fut.set_exception(exc)
+            except Exception as exc:  # that put's answer; the others go on
+                _answer(held, exc)
                 continue
             if isinstance(acknowledged, PutResult):
-                fut.set_result(acknowledged)
+                _answer(held, acknowledged)
             else:  # a flush or a slave to wait for, in a task of its own
-                waiting = asyncio.ensure_future(acknowledged)
-                self._waiting.add(waiting)
-                waiting.add_done_callback(self._waiting.discard)
-                waiting.add_done_callback(functools.partial(_settle, fut))
+                pending_of(acknowledged, self._waiting).then = held.settle
 
 
-def _settle(fut: asyncio.Future[PutResult], done: asyncio.Future[PutResult]) -> None:
-    """Give ``fut`` what ``done`` ended with, unless its waiter is gone."""
-    if fut.done():
-        return
-    if done.cancelled():
-        fut.cancel()
-    elif (exc := done.exception()) is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(done.result())
+def _answer(held: Pending[PutResult], outcome: PutResult | Exception) -> None:
+    """Give a held put its outcome; one answer that fails leaves the iteration's others
+    answered."""
+    try:
+        held.then(outcome)
+    except Exception:
+        log.exception("answering a put failed")
 
 
 def split_put(result: PutResult, reqs: list[DispatchRequest], counts: list[int]) -> list[PutResult]:

@@ -5,7 +5,7 @@ connection."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from pocketmq.broker.stats import Protocol
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
+from pocketmq.pending import outcome_of
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
@@ -66,9 +67,10 @@ def test_retries_spent(reconsume_times: int, max_times: int, spent: bool) -> Non
     assert retries_spent(reconsume_times, max_times) is spent
 
 
-async def settled(result: PutResult | Awaitable[PutResult]) -> PutResult:
-    """A put's result, awaited when it is not there yet (``send_batch`` answers either)."""
-    return result if isinstance(result, PutResult) else await result
+async def batch_sent(service: MessagingService, msgs: list[MessageExt]) -> PutResult:
+    """``send_batch``'s result, now or when given."""
+    result = service.send_batch(msgs)
+    return result if isinstance(result, PutResult) else await outcome_of(result)
 
 
 async def test_send_back_parks_the_retry_at_its_delay_level(service: MessagingService) -> None:
@@ -174,7 +176,7 @@ async def test_every_stored_message_carries_the_brokers_cluster_region_and_trace
                           properties={MessageConst.CLUSTER: "X"})  # fmt: skip
 
     assert (await service.send(msg(b"one", 0))).ok
-    assert (await settled(service.send_batch([msg(b"b0", 1), msg(b"b1", 1)]))).ok
+    assert (await batch_sent(service, [msg(b"b0", 1), msg(b"b1", 1)])).ok
     stored = [
         decode_message(raw)
         for queue_id in (0, 1)
@@ -224,7 +226,7 @@ async def test_statistics_count_each_send_pull_and_send_back_once(
     origin = await _origin(service)
     batch = [MessageExt(topic=TOPIC, body=b"b", queue_id=0, store_host=service.store_host)
              for _ in range(3)]  # fmt: skip
-    await settled(service.send_batch(batch))
+    await batch_sent(service, batch)
     put = stats.item("TOPIC_PUT_NUMS", TOPIC)
     assert put is not None and (put.value, put.times) == (4, 2)  # one count per put
     result = await service.pull(PullQuery(GROUP, TOPIC, 0, 0, 32), hold_ms=0,

@@ -24,6 +24,7 @@ from pocketmq.broker.stats import (
 )
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
+from pocketmq.pending import Pending
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.names import pop_retry_topic
 from pocketmq.protocol.remoting import RemotingCommand
@@ -56,21 +57,38 @@ async def test_each_request_is_timed_with_its_response_code() -> None:
     def sync_refused(ch: Any, cmd: RemotingCommand) -> RemotingCommand:
         raise RequestError(ResponseCode.NO_PERMISSION, "no")
 
+    def later(outcome: RemotingCommand | Exception) -> Pending[RemotingCommand]:
+        pending: Pending[RemotingCommand] = Pending()
+        asyncio.get_running_loop().call_soon(lambda: pending.then(outcome))
+        return pending
+
     dispatcher.register(10, sync_ok)
     dispatcher.register(11, async_refused)
     dispatcher.register(12, sync_refused)
+    dispatcher.register(13, lambda ch, cmd: later(cmd.response(ResponseCode.SYSTEM_BUSY)))
+    dispatcher.register(14, lambda ch, cmd: later(RequestError(ResponseCode.NO_MESSAGE, "no")))
     assert dispatcher(channel, RemotingCommand.request(10, {})).code == 0  # type: ignore[union-attr]
     pending = dispatcher(channel, RemotingCommand.request(11, {}))
     with pytest.raises(RequestError):
         await pending  # type: ignore[misc]
     with pytest.raises(RequestError):
         dispatcher(channel, RemotingCommand.request(12, {}))
+    for code in (13, 14):  # answered by a callback: timed until then, and passed on
+        outcome: asyncio.Future[RemotingCommand | Exception] = asyncio.Future()
+        answer = dispatcher(channel, RemotingCommand.request(code, {}))
+        assert isinstance(answer, Pending)
+        answer.then = outcome.set_result
+        assert not any(key[1] == code for key in latency.series)
+        passed_on = await outcome
+        assert isinstance(passed_on, RemotingCommand if code == 13 else RequestError)
     unknown = dispatcher(channel, RemotingCommand.request(999, {}))
     assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED  # type: ignore[union-attr]
     assert {key: int(sum(c[:-1])) for key, c in latency.series.items()} == {
         ("remoting", 10, ResponseCode.SUCCESS): 1,
         ("remoting", 11, ResponseCode.TOPIC_NOT_EXIST): 1,
         ("remoting", 12, ResponseCode.NO_PERMISSION): 1,
+        ("remoting", 13, ResponseCode.SYSTEM_BUSY): 1,
+        ("remoting", 14, ResponseCode.NO_MESSAGE): 1,
         ("remoting", 999, ResponseCode.REQUEST_CODE_NOT_SUPPORTED): 1,
     }
 

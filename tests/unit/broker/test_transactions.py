@@ -325,7 +325,7 @@ async def test_refused_halves(broker: Broker) -> None:
             await broker.messaging.send(msg)
         assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
     with pytest.raises(RequestError) as refused:
-        await broker.messaging.send_batch([broker.half("U3")])
+        broker.messaging.send_batch([broker.half("U3")])
     assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert broker.queue(TRANS_HALF_TOPIC) == []
 

@@ -9,11 +9,13 @@ import pytest
 
 from fake_transport import connected_channel
 from pocketmq.errors import RequestError
+from pocketmq.pending import Pending
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.remoting import FLAG_ONEWAY, RemotingCommand
 from pocketmq.remoting import Dispatcher, RemotingChannel
 
 OK, REFUSE, RAISE, ASYNC_OK, ASYNC_RAISE, UNKNOWN = 9001, 9002, 9003, 9004, 9005, 9099
+LATER_OK, LATER_RAISE = 9006, 9007
 
 
 def _dispatcher() -> Dispatcher:
@@ -31,9 +33,19 @@ def _dispatcher() -> Dispatcher:
     async def async_raises(ch: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand:
         raise RequestError(ResponseCode.SYSTEM_ERROR, "refused later")
 
+    def settled_later(outcome: RemotingCommand | Exception) -> Pending[RemotingCommand]:
+        later: Pending[RemotingCommand] = Pending()
+        asyncio.get_running_loop().call_soon(lambda: later.then(outcome))
+        return later
+
     d.register(RAISE, raises)
     d.register(ASYNC_OK, async_ok)
     d.register(ASYNC_RAISE, async_raises)
+    d.register(LATER_OK, lambda ch, cmd: settled_later(cmd.response(ResponseCode.SUCCESS)))
+    d.register(
+        LATER_RAISE,
+        lambda ch, cmd: settled_later(RequestError(ResponseCode.NO_PERMISSION, "later")),
+    )
     return d
 
 
@@ -52,7 +64,9 @@ def _frame(code: int, opaque: int, *, oneway: bool) -> bytes:
     return cmd.encode()
 
 
-@pytest.mark.parametrize("code", [OK, REFUSE, RAISE, ASYNC_OK, ASYNC_RAISE, UNKNOWN])
+@pytest.mark.parametrize(
+    "code", [OK, REFUSE, RAISE, ASYNC_OK, ASYNC_RAISE, LATER_OK, LATER_RAISE, UNKNOWN]
+)
 async def test_a_oneway_request_gets_no_frame_back_a_normal_one_does(code: int) -> None:
     channel, transport = connected_channel(_dispatcher())
     channel.data_received(_frame(code, 7, oneway=True) + _frame(OK, 8, oneway=False))
@@ -68,13 +82,15 @@ async def test_a_oneway_request_gets_no_frame_back_a_normal_one_does(code: int) 
         (RAISE, ResponseCode.SYSTEM_ERROR),
         (ASYNC_OK, ResponseCode.SUCCESS),
         (ASYNC_RAISE, ResponseCode.SYSTEM_ERROR),
+        (LATER_OK, ResponseCode.SUCCESS),
+        (LATER_RAISE, ResponseCode.NO_PERMISSION),
         (UNKNOWN, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
     ],
 )
 async def test_a_normal_request_is_answered_with_its_opaque(code: int, answer: int) -> None:
     channel, transport = connected_channel(_dispatcher())
     channel.data_received(_frame(code, 5, oneway=False))
-    await asyncio.gather(*channel._tasks)
+    await answered(channel)
     assert [(c.opaque, c.code) for c in transport.commands()] == [(5, answer)]
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from store_helpers import StoreFactory, msg, read_queue
 
+from pocketmq.pending import Pending, outcome_of
 from pocketmq.protocol.message import MessageExt
 from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store.config import FlushDiskType
@@ -31,9 +33,9 @@ def count_log_puts(store: MessageStore) -> list[int]:
 
 
 async def put(store: MessageStore, unit: list[MessageExt]) -> PutResult:
-    """``put_coalesced`` awaited when it must be, as a caller in a task does."""
+    """``put_coalesced``'s result, now or when given, as a caller in a task awaits it."""
     result = store.put_coalesced(unit)
-    return result if isinstance(result, PutResult) else await result
+    return result if isinstance(result, PutResult) else await outcome_of(result)
 
 
 async def at_once(store: MessageStore, units: list[list[MessageExt]]) -> list[PutResult]:
@@ -132,7 +134,7 @@ def test_a_failing_append_fails_that_iteration_only() -> None:
 
     async def put() -> PutResult:
         result = coalescer.append([msg()])
-        return result if isinstance(result, PutResult) else await result
+        return result if isinstance(result, PutResult) else await outcome_of(result)
 
     async def run() -> list[Any]:
         failed = await asyncio.gather(put(), put(), put(), return_exceptions=True)
@@ -143,6 +145,40 @@ def test_a_failing_append_fails_that_iteration_only() -> None:
     assert [type(e) for e in outcome[1:3]] == [OSError, OSError]
     assert outcome[3].status is PutStatus.PUT_OK  # the next iteration's put
     assert calls == [1, 2, 1]
+
+
+def test_an_answer_that_fails_leaves_the_others_answered(
+    open_small: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_small()
+    answered: list[int] = []
+
+    def answer(outcome: PutResult | Exception) -> None:
+        assert isinstance(outcome, PutResult)
+        if outcome.queue_offset == 1:
+            raise RuntimeError("this answer fails")
+        answered.append(outcome.queue_offset)
+
+    def made_in_one_callback() -> list[PutResult | Pending[PutResult]]:
+        """As a read's sends are: the first at once, the others held."""
+        results = [store.put_coalesced([msg()]) for _ in range(4)]
+        for result in results[1:]:
+            assert isinstance(result, Pending)
+            result.then = answer
+        return results
+
+    async def run() -> list[PutResult | Pending[PutResult]]:
+        loop = asyncio.get_running_loop()
+        made: asyncio.Future[list[PutResult | Pending[PutResult]]] = loop.create_future()
+        loop.call_soon(lambda: made.set_result(made_in_one_callback()))
+        results = await made
+        await asyncio.sleep(0)
+        return results
+
+    first = asyncio.run(run())[0]
+    assert isinstance(first, PutResult) and first.queue_offset == 0
+    assert answered == [2, 3]
+    assert "answering a put failed" in caplog.text
 
 
 def test_coalesced_puts_are_durable_when_answered(open_small: StoreFactory) -> None:

@@ -3,11 +3,12 @@ CONSUMER_SEND_MSG_BACK (36): parse, then the messaging service stores (SendMessa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import functools
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.errors import ProtocolError, RequestError
+from pocketmq.pending import Pending
 from pocketmq.protocol import fields
 from pocketmq.protocol.batch import batch_messages
 from pocketmq.protocol.codes import RequestCode, ResponseCode
@@ -137,22 +138,28 @@ class SendHandlers:
     def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         """A send, made in the read that brought it: under ASYNC_FLUSH most sends wait for
         nothing and are answered before the read's callback returns, with no coroutine or
-        task; the others are answered by a task once their put is done (several in one read
-        share one put: PutCoalescer). BENCHMARKS.md, "Sends made in the read"."""
+        task; the others of a read share one put (PutCoalescer) and are answered by the
+        callback that makes it, with no task each. BENCHMARKS.md, "Sends made in the read" and
+        "Held sends answered by callback"."""
         base, max_times, batch = sent_message(self.messaging, channel, cmd)
-        result: PutResult | Awaitable[PutResult]
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or batch:
             result = self.messaging.send_batch(unbatch(base))
         else:
             result = self.messaging.send_now(base, max_times if max_times >= 0 else None)
         if isinstance(result, PutResult):
             return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
-        return self._answer_later(cmd, result, base.queue_id)
+        answer: Pending[RemotingCommand] = Pending()
+        result.then = functools.partial(self._answer_later, answer, cmd, base.queue_id)
+        return answer
 
-    async def _answer_later(
-        self, cmd: RemotingCommand, pending: Awaitable[PutResult], queue_id: int
-    ) -> RemotingCommand:
-        return put_response(cmd, await pending, queue_id, self.messaging.region_properties)
+    def _answer_later(
+        self, answer: Pending[RemotingCommand], cmd: RemotingCommand, queue_id: int,
+        outcome: PutResult | Exception,
+    ) -> None:  # fmt: skip
+        if isinstance(outcome, PutResult):
+            answer.then(put_response(cmd, outcome, queue_id, self.messaging.region_properties))
+        else:
+            answer.then(outcome)
 
     async def consumer_send_msg_back(
         self, channel: RemotingChannel, cmd: RemotingCommand
