@@ -10,8 +10,10 @@ a lone send waits for nothing (no timer, no batch size to fill); the later ones 
 iteration are appended together when it ends, as RemotingChannel holds responses. Each put
 is answered once acknowledged (``MessageStore.acknowledged``: at once under ASYNC_FLUSH without
 a slave to wait for), through a callback rather than a future: a task and a future for each of
-an iteration's held puts cost a remoting send at c=32 about a sixth of its broker CPU
-(BENCHMARKS.md, "Held sends answered by callback").
+an iteration's held puts cost a remoting send at c=32 about a tenth of its broker CPU
+(BENCHMARKS.md, "Held sends answered by callback"). A put whose request's connection closed
+meanwhile stays stored, its answer dropped, as after a crash following the append: its
+producer retries.
 """
 
 from __future__ import annotations
