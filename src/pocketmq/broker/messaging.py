@@ -209,9 +209,14 @@ class MessagingService(ConsumingService):
         later: Pending[PutResult], outcome: PutResult | Exception,
     ) -> None:  # fmt: skip
         """A held put's outcome: counted when stored, and given to ``later`` after the
-        consumers the put woke."""
+        consumers the put woke. A count that fails ends the send with its exception, as it
+        would a send answered at once: no send is left unanswered."""
         if isinstance(outcome, PutResult):
-            self._count(outcome, topic, protocol, message_type)
+            try:
+                self._count(outcome, topic, protocol, message_type)
+            except Exception as exc:
+                later.then(exc)
+                return
             if self._woken() != woken:
                 asyncio.get_running_loop().call_soon(later.settle, outcome)
                 return

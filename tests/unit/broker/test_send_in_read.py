@@ -14,6 +14,7 @@ import pytest
 from fake_transport import FakeTransport, connected_channel
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.handlers import send as send_handlers
 from pocketmq.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from pocketmq.protocol.names import PERM_READ_WRITE
 from pocketmq.protocol.remoting import RemotingCommand
@@ -96,3 +97,25 @@ async def test_sends_read_together_are_each_answered_after_one_put(broker: Broke
     assert sorted(int(c.ext_fields["queueOffset"]) for c in answers) == list(range(8))
     # The first put alone, in the read; the other seven together when the read's turn ends.
     assert puts == [1, 7]
+
+
+@pytest.mark.parametrize("broken", ["answer", "count"])
+async def test_held_sends_whose_answer_or_count_fails_are_refused_not_left_waiting(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    assert broker.server is not None
+    channel, transport = connected_channel(broker.server.handler)
+
+    def fails(*args: object) -> None:
+        raise RuntimeError("broken")
+
+    if broken == "answer":
+        monkeypatch.setattr(send_handlers, "put_response", fails)
+    else:
+        monkeypatch.setattr(broker.messaging.stats, "on_put", fails)
+    # The first is refused in the read, the other three by the put's callback: none waits.
+    await read(channel, transport, b"".join(send_frame(opaque) for opaque in range(1, 5)))
+    await asyncio.sleep(0)
+    assert sorted((c.opaque, c.code) for c in transport.commands()) == [
+        (i, ResponseCode.SYSTEM_ERROR) for i in range(1, 5)
+    ]

@@ -156,10 +156,15 @@ class SendHandlers:
         self, answer: Pending[RemotingCommand], cmd: RemotingCommand, queue_id: int,
         outcome: PutResult | Exception,
     ) -> None:  # fmt: skip
-        if isinstance(outcome, PutResult):
-            answer.then(put_response(cmd, outcome, queue_id, self.messaging.region_properties))
-        else:
+        if isinstance(outcome, Exception):
             answer.then(outcome)
+            return
+        try:
+            response = put_response(cmd, outcome, queue_id, self.messaging.region_properties)
+        except Exception as exc:  # refused (SYSTEM_ERROR) as an answer made at once would be
+            answer.then(exc)
+            return
+        answer.then(response)
 
     async def consumer_send_msg_back(
         self, channel: RemotingChannel, cmd: RemotingCommand
