@@ -155,8 +155,9 @@ class RemotingChannel(asyncio.Protocol):
 
     def _write_read_answers(self, requests: int) -> None:
         """Write the answers made in a ``data_received`` that read more than one request: once
-        the tasks of those not answered yet ran, in one write with theirs (a system call
-        spared, and a read of the client's); at once when only one request was complete."""
+        what it started for the others ran (their tasks, and the coalesced put whose callback
+        answers the held sends), in one write with theirs (a system call spared, and a read of
+        the client's); at once when only one request was complete."""
         held = self._held
         if not held:
             return
