@@ -19,8 +19,8 @@ at once (a lone request or response waits for nothing), later ones (a group comm
 acknowledging many sends, the answers to one read's worth of requests, the next requests of
 the callers those answers woke) are written together, in order, when the iteration ends. A
 read that brings several requests holds its first answer too: the answers of all of them go
-in one write once the tasks of those that wait for a put have run (BENCHMARKS.md, "One write
-for a read's answers").
+in one write once what they wait for has run (the coalesced put whose callback answers the held
+sends, the tasks of the others; BENCHMARKS.md, "One write for a read's answers").
 """
 
 from __future__ import annotations
