@@ -3,11 +3,14 @@
 Record layout: see pocketmq.protocol.record_codec; recovery walks segments with
 pocketmq.protocol.records. A put encodes its records in one pass before taking ``put_lock``
 (``encode_records``, native when the extension is active), then, under the lock on the
-caller's thread, copies them into the mapping with their offsets and store time
-(``place_records``), the first record's TOTALSIZE last: a process killed mid-copy leaves a zero
-size where the put would start, which recovery reads as the end of the log, so a put of several
-records leaves all of them or none (a transaction's commit and its op record rely on it), short
-of a torn page after a power cut.
+caller's thread, gives them their offsets and store time (``place_records``) and writes them,
+the first record's TOTALSIZE last: a process killed meanwhile leaves a zero size where the put
+would start, which recovery reads as the end of the log, so a put of several records leaves all
+of them or none (a transaction's commit and its op record rely on it), short of a torn page
+after a power cut. A small put is copied into the mapping (``place_records`` orders the size
+last); a large one is placed in a scratch buffer and written with two pwrites, every byte but
+the size, then the size (one would not do: the kernel cuts a write between pages when the
+process is killed). See mapped_file.py for why the two ways.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ DispatchSink = Callable[[RecordInfo], None]
 _RECORD_OVERHEAD_BOUND = 64 * 1024
 # Transaction types that take a queue offset (prepared and rolled-back records take none).
 _IN_QUEUE = (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
+# Puts at least this large are written with pwrite (a batch of some 50 messages of 1 KiB): their
+# two system calls cost less than the zeroing of the pages a copy would fault in.
+PWRITE_MIN = 64 * 1024
 
 
 class CommitLog:
@@ -76,6 +82,9 @@ class CommitLog:
         self.write_error: StoreWriteError | None = None
         # Fault hook (tests): the next append fails mid-record, as a failed write would.
         self._fail_next_write = False
+        # Where a large put's records get their offsets before they are written (the largest
+        # such put's size, kept).
+        self._scratch = bytearray()
 
     # --- offsets --------------------------------------------------------------------
 
@@ -135,7 +144,14 @@ class CommitLog:
                 log.error("%s", error)
                 return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
             queue_offsets = self._take_queue_offsets(msgs)
-            place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
+            try:
+                self._write(mf, pos, data, phy, store_ts, queue_offsets)
+            except OSError as exc:
+                # The queue offsets taken come back from the consume queues when the store,
+                # failed, is reopened.
+                error = self.fail_writes(exc, f"commitlog write at {phy} failed")
+                log.error("%s", error)
+                return PutResult(PutStatus.UNKNOWN_ERROR, detail=str(error)), []
             mf.wrote_position = pos + total
             mf.store_timestamp = store_ts
         reqs = dispatch_requests(
@@ -153,6 +169,43 @@ class CommitLog:
             ),
             reqs,
         )
+
+    def _write(
+        self,
+        mf: MappedFile,
+        pos: int,
+        data: bytes,
+        phy: int,
+        store_ts: int,
+        queue_offsets: list[int],
+    ) -> None:
+        """Write a put's records at ``pos`` of ``mf``, the first size last (module docstring).
+
+        Raises:
+            OSError: a pwrite failed; bytes past ``pos`` may have been written, never the size.
+        """
+        total = len(data)
+        if not self._pwrites(mf, pos, total):
+            place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
+            return
+        if len(self._scratch) < total:
+            self._scratch = bytearray(total)
+        place_records(self._scratch, 0, data, phy, store_ts, queue_offsets)
+        with memoryview(self._scratch)[:total] as records:
+            mf.write(pos + 4, records[4:])
+            mf.write(pos, records[:4])
+
+    def _pwrites(self, mf: MappedFile, pos: int, size: int) -> bool:
+        """Whether an append of ``size`` bytes at ``pos`` of ``mf`` is written with pwrite
+        rather than copied into the mapping, telling the prefault thread which it is."""
+        if size >= PWRITE_MIN:
+            self.mfq.prefaulting = False
+            return True
+        if not self.mfq.prefaulting:
+            # The pages ahead were left unfaulted for pwrites: wake the prefault thread now.
+            self.mfq.prefaulting = True
+            mf.wake_at = pos
+        return False
 
     def _take_queue_offsets(self, msgs: list[MessageExt]) -> list[int]:
         """Each message's queue offset, taken from ``topic_queue_table`` (under ``put_lock``),
@@ -230,9 +283,12 @@ class CommitLog:
                     )
                 if pos + len(data) > mf.reserved:
                     mf.reserve(pos + len(data))
+                if self._pwrites(mf, pos, len(data)):
+                    mf.write(pos, data)
+                else:
+                    mf.mm[pos : pos + len(data)] = data
             except OSError as exc:
                 raise StoreWriteError(f"cannot store replicated bytes: {exc}") from exc
-            mf.mm[pos : pos + len(data)] = data
             mf.wrote_position = pos + len(data)
 
     # --- reads ----------------------------------------------------------------------

@@ -7,13 +7,21 @@ kills the process with SIGBUS; every writer therefore checks ``end > mf.reserved
 comparison) and calls ``reserve(end)`` first, which reserves the next chunk or raises a clean
 OSError (ENOSPC, EDQUOT) before any byte is written. Reading a hole is safe (zeros).
 
-Appends are memory copies into the mapping; ``flush`` calls fdatasync on the file descriptor,
-which writes back pages dirtied through the mapping and releases the GIL while it waits.
+Small appends are memory copies into the mapping; large ones (a batch, or a replicated chunk)
+are written with pwrite(2) (``write``) and read through the mapping, which sees the same
+page-cache pages. A page of a reserved, never written block is faulted in zeroed, so a copy into
+the mapping makes the kernel write every byte twice, the zeros on the prefault thread (see
+prefault.py): measured as a quarter of the broker's CPU under batched sends. A pwrite of whole
+pages fills new pages without zeroing them, but costs a system call (~1.3 us here) that a small
+copy into a prefaulted page does not (BENCHMARKS.md, "Large appends through pwrite").
+``flush`` calls fdatasync on the file descriptor, which writes back dirty pages however they
+were dirtied, and releases the GIL while it waits.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -167,12 +175,14 @@ class MappedFile:
             self._chunk = chunk
             self._reserved_at = now
 
-    def reserve_ahead(self, window: int) -> None:
+    def reserve_ahead(self, window: int, prefaulting: bool) -> None:
         """Reserve the next chunk once less than half a chunk is left reserved ahead of the
         write position (the prefault thread, so that appends rarely reserve themselves), then
-        set ``wake_at``: where the writer should wake the thread again, because the prefault
-        mark (``window`` ahead at most, never past the reservation) or the reservation
-        itself runs low. Appends compare one integer with it.
+        set ``wake_at``: where the writer should wake the thread again, because the
+        reservation runs low, or the prefault mark (``window`` ahead at most, never past the
+        reservation) does, or, while the appends are not prefaulted (written with pwrite),
+        they have gone half a window further (the thread keeps the index's pages ahead of
+        them meanwhile). Appends compare one integer with it.
 
         Raises:
             OSError: the blocks cannot be reserved.
@@ -182,8 +192,27 @@ class MappedFile:
         if self.reserved < size and self.reserved - self.wrote_position < room:
             self.reserve(min(self.wrote_position + room, size))
         reserve_at = self.reserved - room if self.reserved < size else size
-        prefault_at = self.prefaulted - window // 2 if self.prefaulted < self.reserved else size
+        if not prefaulting:
+            prefault_at = self.wrote_position + window // 2
+        elif self.prefaulted < self.reserved:
+            prefault_at = self.prefaulted - window // 2
+        else:
+            prefault_at = size
         self.wake_at = min(reserve_at, prefault_at)
+
+    def write(self, pos: int, data: memoryview) -> None:
+        """Write ``data`` at file position ``pos`` with pwrite(2) (large appends; see the
+        module docstring). The caller reserves the blocks first.
+
+        Raises:
+            OSError: the write failed (EIO); some of the bytes may be in the file.
+        """
+        n = os.pwrite(self._fd, data, pos)
+        while n < len(data):  # a regular file takes a whole write unless it fails part way
+            if n <= 0:
+                raise OSError(errno.EIO, f"pwrite of {len(data)} bytes at {pos} wrote nothing")
+            data, pos = data[n:], pos + n
+            n = os.pwrite(self._fd, data, pos)
 
     def reserve_range(self, start: int, end: int) -> None:
         """Reserve the pages covering [start, end), leaving the mark alone (for files written

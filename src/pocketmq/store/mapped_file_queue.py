@@ -44,6 +44,10 @@ class MappedFileQueue:
         self._prepare_lock = threading.Lock()
         # The segment whose reserve-ahead failure was logged (once, not every round).
         self._reserve_warned: MappedFile | None = None
+        # Whether the last append was a copy into the mapping, which the prefault thread then
+        # keeps faulting pages in for; a large append is written with pwrite, which needs no
+        # pages faulted in (see mapped_file.py). Set by the appender.
+        self.prefaulting = True
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -186,7 +190,7 @@ class MappedFileQueue:
         if last is None:
             return
         try:
-            last.reserve_ahead(window)
+            last.reserve_ahead(window, self.prefaulting)
         except OSError as exc:
             # Appends stop waking the thread; the append that needs the space meets the error.
             last.wake_at = last.file_size
@@ -198,9 +202,10 @@ class MappedFileQueue:
 
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
         """The byte ranges the next ``window`` bytes of appends will touch, within what is
-        reserved (faulting in an unreserved page would allocate it behind the reservation)."""
+        reserved (faulting in an unreserved page would allocate it behind the reservation);
+        none while the appends are written with pwrite."""
         last = self.last()
-        if last is None:
+        if last is None or not self.prefaulting:
             return []
         end = last.wrote_position + window
         ranges = [(last, last.wrote_position, min(end, last.reserved))]

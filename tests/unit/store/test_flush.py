@@ -20,6 +20,8 @@ from store_helpers import StoreFactory, msg, put, put_batch, put_ok, read_queue
 from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import MessageConst
 from pocketmq.protocol.record_codec import decode_message
+from pocketmq.store import mapped_file
+from pocketmq.store.commitlog import PWRITE_MIN
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetStatus, PutResult, PutStatus
@@ -194,15 +196,41 @@ def _write_position(store: MessageStore) -> tuple[int, int]:
     return store.max_phy_offset(), last.wrote_position
 
 
-def test_a_failed_write_sticks_and_leaves_nothing_behind(open_small: StoreFactory) -> None:
-    store = open_small()
+def _fail_the_size_pwrite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next large put's second pwrite (its first size) fails with EIO, after the records
+    went into the file."""
+    real = os.pwrite
+    calls = 0
+
+    def pwrite(fd: int, data: memoryview, pos: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, data, pos)
+
+    monkeypatch.setattr(mapped_file.os, "pwrite", pwrite)
+
+
+@pytest.mark.parametrize("way", ["copied", "pwritten"])
+def test_a_failed_write_sticks_and_leaves_nothing_behind(
+    open_small: StoreFactory, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    # A segment that takes a large put.
+    sizes = {"mapped_file_size_commit_log": 4 * PWRITE_MIN}
+    store = open_small(**sizes)
     first = put_ok(store, msg(body=b"kept"))
     commitlog = store.commitlog
     before = _write_position(store)
     queue_before = store.get_max_offset_in_queue("T", 0)
-    commitlog._fail_next_write = True
+    if way == "copied":  # a small put, copied into the mapping: the fault hook tears it
+        commitlog._fail_next_write = True
+        batch = [msg(body=b"torn"), msg(body=b"never")]
+    else:  # a large put, written with two pwrites: the second fails
+        _fail_the_size_pwrite(monkeypatch)
+        batch = [msg(body=b"t" * 1500) for _ in range(PWRITE_MIN // 1500 + 1)]
 
-    failed = put_batch(store, [msg(body=b"torn"), msg(body=b"never")])
+    failed = put_batch(store, batch)
     assert failed.status is PutStatus.UNKNOWN_ERROR
     error = commitlog.write_error
     assert isinstance(error, StoreWriteError)
@@ -225,8 +253,9 @@ def test_a_failed_write_sticks_and_leaves_nothing_behind(open_small: StoreFactor
     assert store.get_message("T", 0, 1, 1).status is GetStatus.OFFSET_OVERFLOW_ONE
 
     # Reopened, the store takes writes again, and the torn bytes never surface.
+    monkeypatch.undo()
     store.close()
-    again = open_small()
+    again = open_small(**sizes)
     assert again.commitlog.write_error is None
     assert again.max_phy_offset() == first.next_offset
     assert put_ok(again, msg(body=b"after")).phy_offset == first.next_offset

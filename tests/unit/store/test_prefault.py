@@ -1,6 +1,7 @@
 """The prefault thread's advice: under SYNC_FLUSH the CommitLog pages ahead of the appends are
 faulted in clean, so that the back-to-back group-commit syncs do not write their zeros; under
-ASYNC_FLUSH writable, so that appends take no fault. Read from the kernel's accounting of the
+ASYNC_FLUSH writable, so that appends take no fault; none while the appends are large puts,
+written with pwrite, which needs no page faulted in. Read from the kernel's accounting of the
 bytes this process dirtied (``write_bytes`` of /proc/self/io, counted when a page turns dirty,
 whenever it is written back)."""
 
@@ -9,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from store_helpers import StoreFactory, msg, put_ok
+from store_helpers import StoreFactory, msg, put_batch, put_ok
 
+from pocketmq.protocol.message import MessageExt
+from pocketmq.store.commitlog import PWRITE_MIN
 from pocketmq.store.config import FlushDiskType
 from waiting import wait_until_sync
 
@@ -60,3 +63,49 @@ def test_sync_flush_commitlog_pages_are_faulted_in_clean(open_small: StoreFactor
 
 def test_async_flush_commitlog_pages_are_faulted_in_writable(open_small: StoreFactory) -> None:
     assert dirtied_while_prefaulting(open_small, FlushDiskType.ASYNC_FLUSH) >= AHEAD
+
+
+def large_put() -> list[MessageExt]:
+    """A batch the CommitLog writes with pwrite."""
+    return [msg(body=b"x" * 1500) for _ in range(PWRITE_MIN // 1500 + 1)]
+
+
+def test_large_puts_are_written_without_pages_faulted_in_ahead(open_small: StoreFactory) -> None:
+    if not Path("/proc/self/io").exists():
+        pytest.skip("needs Linux's per-process I/O accounting (/proc/self/io)")
+    store = open_small(mapped_file_size_commit_log=8 << 20, message_index_enable=False)
+    before = dirtied_bytes()
+    for _ in range(8):
+        assert put_batch(store, large_put()).ok
+    segment = store.commitlog.mfq.last()
+    assert segment is not None
+    # The thread ran after the last put: it set where the appends wake it next.
+    wait_until_sync(
+        lambda: segment.wake_at > segment.wrote_position, 10, "the prefault thread's round"
+    )
+    # What was written and the consume queue's units, no window of zeros (AHEAD or more).
+    assert dirtied_bytes() - before < segment.wrote_position + AHEAD // 3
+    assert segment.prefaulted == 0
+
+
+def test_a_small_put_after_large_ones_wakes_the_thread_for_its_pages(
+    open_small: StoreFactory,
+) -> None:
+    store = open_small(mapped_file_size_commit_log=8 << 20, message_index_enable=False)
+    assert store.prefault is not None
+    store.prefault.stop()  # its rounds are played by hand below
+    mfq = store.commitlog.mfq
+    assert put_batch(store, large_put()).ok
+    assert not mfq.prefaulting and mfq.warm_ranges(AHEAD) == []
+    mfq.reserve_ahead(AHEAD)
+    segment = mfq.last()
+    assert segment is not None
+    # Later large puts wake the thread when the reservation runs low or half a window on
+    # (for the index's pages), not at each put.
+    assert segment.wrote_position < segment.wake_at <= segment.wrote_position + AHEAD // 2
+
+    put_ok(store, msg(body=b"small"))
+    assert mfq.prefaulting
+    assert segment.wake_at < segment.wrote_position  # this put woke the thread
+    [(mf, start, _)] = mfq.warm_ranges(AHEAD)
+    assert mf is segment and start == segment.wrote_position
