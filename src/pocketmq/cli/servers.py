@@ -94,12 +94,22 @@ def write_ready_file(path: Path, content: str) -> None:
     os.replace(tmp, path)
 
 
-def freeze_startup_heap() -> None:
+# Container allocations (net of those freed) between two young-generation collections, not
+# CPython's 700: a batch of 256 messages in flight is about as many objects, and a collection
+# walks every young one still alive, and then again as it ages (5 % of the broker's CPU under
+# W1-shaped batches; BENCHMARKS.md, "Fewer garbage collections"). Objects that reference
+# counting frees never reach a collection, so the live ones, not this figure, bound its length.
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_gc() -> None:
     """Keep what start-up allocated (modules, protobuf descriptors, configs: some 40,000
-    objects) out of every later garbage collection. A full collection walks them all, for
-    milliseconds during which the event loop answers nobody: a send's whole latency budget."""
+    objects) out of every later garbage collection, and collect the young generation less
+    often. A full collection walks every tracked object, for milliseconds during which the
+    event loop answers nobody: a send's whole latency budget."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -146,7 +156,7 @@ def namesrv(conf: Path | None, listen: str | None, ready_file: Path | None) -> N
         stop = stop_on_signals()
         server, port = await start_namesrv(config)
         click.echo(f"pocketmq name server listening on {config.listen_host}:{port}")
-        freeze_startup_heap()
+        tune_gc()
         if ready_file is not None:
             write_ready_file(ready_file, str(port))
         try:
@@ -213,7 +223,7 @@ def broker(
             f"pocketmq broker {config.broker_name} listening on {server.config.broker_addr}, "
             f"gRPC endpoint {config.listen_host}:{g_port}, hot path {native.DESCRIPTION}"
         )
-        freeze_startup_heap()
+        tune_gc()
         if ready_file is not None:
             write_ready_file(
                 ready_file,
@@ -282,7 +292,7 @@ def serve(
             f"send a first message with any RocketMQ client: namesrv address {host}:{ns_port} "
             f"(4.x), endpoints {host}:{g_port} (5.x)"
         )
-        freeze_startup_heap()
+        tune_gc()
         if ready_file is not None:
             write_ready_file(
                 ready_file,
