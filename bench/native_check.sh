@@ -13,7 +13,8 @@ PY="${PYTHON:-.venv/bin/python}"
 # The codec tests, the extension against its references first; memcheck is ~25x slower, so
 # it runs those files; ASan runs every protocol and store unit test (these included).
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_records.py
-    tests/unit/protocol/test_native_frame.py tests/unit/protocol/test_native_send_header.py
+    tests/unit/protocol/test_native_frame.py tests/unit/protocol/test_native_frame_head.py
+    tests/unit/protocol/test_native_send_header.py
     tests/unit/protocol/test_native_decode.py
     tests/unit/protocol/test_message.py tests/unit/store/test_native_index.py
     tests/unit/store/test_native_dispatch.py tests/unit/store/test_native_pull.py

@@ -6,7 +6,8 @@
  * into a consume-queue file (consume_queue_put_requests, 8 input bytes a request) and as the
  * messages of a put (dispatch_requests, encode_records and encode_batch_body, their tags and
  * keys cut from the input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
- * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it), as a
+ * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it; a
+ * frame that decodes is encoded back by encode_frame_head, its remark the input's text), as a
  * send's header (send_header, V1 and V2: fields of up to 16 NUL-separated words, each naming
  * its field by its first character), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
@@ -75,6 +76,12 @@ static const char CHECK_SOURCE[] =
     "        a = outcome(s.decode_frame, frame)\n"
     "        b = outcome(remoting.decode_frame_py, frame)\n"
     "        assert a == b, (frame, a, b)\n"
+    "        if a[0] == 'returns':\n"
+    "            cmd = remoting.decode_frame_py(frame)\n"
+    "            cmd.remark = data.decode('utf-8', 'surrogateescape')[:40]\n"
+    "            a = outcome(s.encode_frame_head, cmd)\n"
+    "            b = outcome(remoting.encode_frame_head_py, cmd)\n"
+    "            assert a == b, (cmd, a, b)\n"
     "from pocketmq.protocol import send_header\n"
     "NAMES = sorted(send_header.V2_NAMES) + sorted(send_header.V2_NAMES.values()) + ['x']\n"
     "def check_send_header(data):\n"

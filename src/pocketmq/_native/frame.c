@@ -646,3 +646,265 @@ pmq_decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     }
     return cmd;
 }
+
+/* --- encode_frame_head ------------------------------------------------------------------
+ *
+ * A frame's length prefix and JSON header, byte for byte what the reference writes with
+ * orjson: the keys in its order, integers in decimal, strings as UTF-8 with `"`, `\` and the
+ * control characters escaped (\b \t \n \f \r, else \u00xx). The fast path takes a command of
+ * the JSON serialization whose code, language, version, opaque and flag are ints (not bools)
+ * of 64 bits, with the language a code of 0..255, a remark that is None or a str, ext_fields
+ * an exact dict of exact str, and an exact bytes body; everything else, a lone surrogate, and
+ * a header or frame too long for the prefix, goes to the reference (the binary serialization,
+ * and the errors). */
+
+#define LANGUAGE_CODES 256
+
+/* LanguageCode.name_of(code) by code, filled as codes are met (the reference's map is fixed
+ * at import): strong references for the process's life. */
+static PyObject *language_names[LANGUAGE_CODES];
+
+static PyObject *
+language_name(long long code)
+{
+    if (language_names[code] == NULL) {
+        PyObject *ref = PyDict_GetItemString(pmq_references(), "decode_frame");
+        PyObject *codes = PyDict_GetItemString(PyFunction_GetGlobals(ref), "LanguageCode");
+        if (codes == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "pocketmq._speedups: decode_frame's module has no LanguageCode");
+            return NULL;
+        }
+        PyObject *name = PyObject_CallMethod(codes, "name_of", "L", code);
+        if (name == NULL) {
+            return NULL;
+        }
+        if (!PyUnicode_CheckExact(name)) {
+            Py_DECREF(name);
+            PyErr_SetString(PyExc_RuntimeError,
+                            "pocketmq._speedups: LanguageCode.name_of returned a non-str");
+            return NULL;
+        }
+        language_names[code] = name;
+    }
+    return language_names[code];
+}
+
+/* An int field as the fast path takes it into *out: 1, or 0 (no exception left set). */
+static int
+int_field(PyObject *v, long long *out)
+{
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* The UTF-8 of an exact str, or NULL (no exception left set) for a lone surrogate. */
+static const unsigned char *
+utf8_of(PyObject *s, Py_ssize_t *len)
+{
+    const char *p = PyUnicode_AsUTF8AndSize(s, len);
+    if (p == NULL) {
+        PyErr_Clear();
+    }
+    return (const unsigned char *)p;
+}
+
+static const char HEX_LOWER[16] = "0123456789abcdef";
+
+/* Bytes of UTF-8 text written as a JSON string's contents. */
+static Py_ssize_t
+escaped_len(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t out = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f'
+            || c == '\r') {
+            out += 1;
+        } else if (c < 0x20) {
+            out += 5;
+        }
+    }
+    return out;
+}
+
+static char *
+put_escaped(char *p, const unsigned char *s, Py_ssize_t n)
+{
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *p++ = (char)c;
+            continue;
+        }
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\t': *p++ = 't'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\r': *p++ = 'r'; break;
+        default:
+            memcpy(p, "u00", 3);
+            p[3] = HEX_LOWER[c >> 4];
+            p[4] = HEX_LOWER[c & 0xF];
+            p += 5;
+        }
+    }
+    *p++ = '"';
+    return p;
+}
+
+static char *
+put_text(char *p, const char *text)
+{
+    size_t n = strlen(text);
+    memcpy(p, text, n);
+    return p + n;
+}
+
+static char *
+put_int(char *p, long long v)
+{
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", v);
+    memcpy(p, digits, (size_t)n);
+    return p + n;
+}
+
+#define MAX_EXT_FIELDS 64
+
+PyObject *
+pmq_encode_frame_head(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    (void)self;
+    if (nargs != 1 || kwnames != NULL) {
+        return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+    }
+    if (bind_command_type() < 0) {
+        return NULL;
+    }
+    PyObject *cmd = args[0];
+    if (Py_TYPE(cmd) != command_type || SLOT(cmd, C_SERIALIZE_TYPE) != serialize_json) {
+        return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+    }
+    static const int int_slots[] = {C_CODE, C_LANGUAGE, C_VERSION, C_OPAQUE, C_FLAG};
+    long long ints[5];
+    for (int i = 0; i < 5; i++) {
+        PyObject *v = SLOT(cmd, int_slots[i]);
+        if (v == NULL || !int_field(v, &ints[i])) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+    }
+    PyObject *remark = SLOT(cmd, C_REMARK), *ext = SLOT(cmd, C_EXT_FIELDS);
+    PyObject *body = SLOT(cmd, C_BODY);
+    if (ints[1] < 0 || ints[1] >= LANGUAGE_CODES || remark == NULL
+        || (remark != Py_None && !PyUnicode_CheckExact(remark)) || ext == NULL
+        || !PyDict_CheckExact(ext) || PyDict_GET_SIZE(ext) > MAX_EXT_FIELDS || body == NULL
+        || !PyBytes_CheckExact(body)) {
+        return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+    }
+    PyObject *language = language_name(ints[1]);
+    if (language == NULL) {
+        return NULL;
+    }
+    /* Every string's UTF-8 first (the dict cannot change meanwhile: nothing here runs Python
+       code), then the exact length, then one pass that writes. */
+    const unsigned char *text[2 + 2 * MAX_EXT_FIELDS];
+    Py_ssize_t text_len[2 + 2 * MAX_EXT_FIELDS];
+    int count = 0;
+    text[count] = utf8_of(language, &text_len[count]);
+    if (text[count++] == NULL) {
+        return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+    }
+    if (remark != Py_None) {
+        text[count] = utf8_of(remark, &text_len[count]);
+        if (text[count++] == NULL) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(ext, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+        text[count] = utf8_of(key, &text_len[count]);
+        if (text[count++] == NULL) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+        text[count] = utf8_of(value, &text_len[count]);
+        if (text[count++] == NULL) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+    }
+    /* {"code":,"language":,"version":,"opaque":,"flag":,"remark":,"extFields":{},
+       "serializeTypeCurrentRPC":"JSON"} around the values: at most 140 bytes, 20 digits an
+       integer, 3 bytes (quotes, a separator) a string. */
+    Py_ssize_t header_len = 140 + 4 * 20;
+    for (int i = 0; i < count; i++) {
+        if (text_len[i] > (PY_SSIZE_T_MAX / 8)) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+        header_len += escaped_len(text[i], text_len[i]) + 3;
+        if (header_len > 0xFFFFFF) {
+            return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+        }
+    }
+    char *buf = PyMem_Malloc((size_t)header_len + 8);
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    char *p = buf + 8;
+    int t = 0;
+    p = put_int(put_text(p, "{\"code\":"), ints[0]);
+    p = put_escaped(put_text(p, ",\"language\":"), text[t], text_len[t]);
+    t++;
+    p = put_int(put_text(p, ",\"version\":"), ints[2]);
+    p = put_int(put_text(p, ",\"opaque\":"), ints[3]);
+    p = put_int(put_text(p, ",\"flag\":"), ints[4]);
+    if (remark != Py_None) {
+        p = put_escaped(put_text(p, ",\"remark\":"), text[t], text_len[t]);
+        t++;
+    }
+    if (t < count) {
+        p = put_text(p, ",\"extFields\":{");
+        for (; t < count; t += 2) {
+            p = put_escaped(p, text[t], text_len[t]);
+            *p++ = ':';
+            p = put_escaped(p, text[t + 1], text_len[t + 1]);
+            *p++ = t + 2 < count ? ',' : '}';
+        }
+    }
+    p = put_text(p, ",\"serializeTypeCurrentRPC\":\"JSON\"}");
+    Py_ssize_t written = p - (buf + 8);
+    Py_ssize_t total = 4 + written + PyBytes_GET_SIZE(body);
+    PyObject *out = NULL;
+    if (total > INT32_MAX) { /* the reference's prefix cannot hold it: its error */
+        PyMem_Free(buf);
+        return pmq_call_reference("encode_frame_head", args, nargs, kwnames);
+    }
+    unsigned char *prefix = (unsigned char *)buf;
+    uint32_t fields[2] = {(uint32_t)total, (uint32_t)written}; /* serialize type JSON: 0 */
+    for (int k = 0; k < 2; k++) {
+        prefix[4 * k] = (unsigned char)(fields[k] >> 24);
+        prefix[4 * k + 1] = (unsigned char)(fields[k] >> 16);
+        prefix[4 * k + 2] = (unsigned char)(fields[k] >> 8);
+        prefix[4 * k + 3] = (unsigned char)fields[k];
+    }
+    out = PyBytes_FromStringAndSize(buf, 8 + written);
+    PyMem_Free(buf);
+    return out;
+}

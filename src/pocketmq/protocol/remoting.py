@@ -121,15 +121,23 @@ class RemotingCommand:
         Raises:
             LocalProtocolError: a field does not fit the wire format.
         """
-        if self.serialize_type == SerializeType.ROCKETMQ:
-            header = _encode_binary_header(self)
-        else:
-            header = _encode_json_header(self)
-        if len(header) > 0xFFFFFF:
-            raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
-        length = 4 + len(header) + len(self.body)
-        prefix = _PREFIX.pack(length, (int(self.serialize_type) << 24) | len(header))
-        return prefix + header, self.body
+        return encode_frame_head(self), self.body
+
+
+def encode_frame_head_py(cmd: RemotingCommand) -> bytes:
+    """A frame's length prefix and header: everything before its body.
+
+    Raises:
+        LocalProtocolError: a field does not fit the wire format.
+    """
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = _encode_binary_header(cmd)
+    else:
+        header = _encode_json_header(cmd)
+    if len(header) > 0xFFFFFF:
+        raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
+    length = 4 + len(header) + len(cmd.body)
+    return _PREFIX.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header
 
 
 def _stringify(fields: dict[str, Any]) -> dict[str, str]:
@@ -311,3 +319,6 @@ def decode_frame_py(frame: bytes | memoryview) -> RemotingCommand:
 # Every request and response is decoded here: the extension's fast path reads the JSON headers
 # RocketMQ clients send without orjson's dict and the per-field checks above.
 decode_frame: Final = native.select("decode_frame", decode_frame_py)
+# And every answer and request encoded here: the JSON header written without the dict orjson
+# takes.
+encode_frame_head: Final = native.select("encode_frame_head", encode_frame_head_py)

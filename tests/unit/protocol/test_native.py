@@ -80,6 +80,7 @@ HOMES = {
     "pull_scan": pull_scan,
     "offset_msg_ids_text": message,
     "decode_frame": remoting,
+    "encode_frame_head": remoting,
     "send_header": send_header,
     "hold_messages": process_queue,
     "release_messages": process_queue,
