@@ -11,6 +11,7 @@ from store_helpers import msg, open_store, put_ok, read_queue, segment_paths, sm
 
 from pocketmq.clock import FakeClock
 from pocketmq.errors import StoreWriteError
+from pocketmq.store.commitlog import PWRITE_MIN
 from pocketmq.store.config import BrokerRole
 from pocketmq.store.message_store import MessageStore
 
@@ -176,3 +177,36 @@ def test_consume_queues_and_index_are_the_masters_byte_for_byte(
     masters = _dispatched_files(tmp_path / "master")
     assert any(name.startswith("index") for name in masters)
     assert _dispatched_files(tmp_path / "slave") == masters
+
+
+def test_large_frames_are_written_with_pwrite_byte_for_byte(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Frames of a haTransferBatchSize of at least PWRITE_MIN take the pwrite path (see
+    CommitLog), small ones after them the mapping's copy: the slave's log is the master's."""
+    sizes = {"mapped_file_size_commit_log": 8 * PWRITE_MIN, "max_message_size": 4 * PWRITE_MIN}
+    master = open_store(small_config(tmp_path / "master", **sizes), clock)
+    slave = open_store(
+        small_config(tmp_path / "slave", broker_role=BrokerRole.SLAVE, **sizes), clock
+    )
+    try:
+        put_ok(master, msg("T0", b"first"))
+        replicate(master, slave)
+        for i in range(40):
+            put_ok(master, msg(f"T{i % 3}", bytes([i]) * 9000, queue_id=i % 2, keys=f"k{i}"))
+        assert replicate(master, slave, batch=2 * PWRITE_MIN) < 10  # a few large frames
+        assert not slave.commitlog.mfq.prefaulting
+        fill(master, 30)
+        replicate(master, slave)
+        assert slave.commitlog.mfq.prefaulting
+        for topic in ("T0", "T1", "T2"):
+            for qid in (0, 1):
+                assert read_queue(slave, topic, qid) == read_queue(master, topic, qid)
+    finally:
+        master.close()
+        slave.close()
+    masters = segment_paths(tmp_path / "master")
+    slaves = segment_paths(tmp_path / "slave")
+    assert [p.name for p in slaves] == [p.name for p in masters]
+    for m, s in zip(masters, slaves, strict=True):
+        assert s.read_bytes() == m.read_bytes(), s.name
