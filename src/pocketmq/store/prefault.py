@@ -18,6 +18,11 @@ on them anyway and have them written a second time. Faulted in for reading, a pa
 page cache and mapped but clean: the append's write costs a cheaper write-protect fault and the
 page goes to disk once (BENCHMARKS.md, "Prefault advice under SYNC_FLUSH").
 
+While the CommitLog's appends are large puts, written with pwrite (see mapped_file.py), the
+thread leaves the CommitLog's pages alone: a pwrite of whole pages needs none faulted in, and
+faulting them in would zero them first. The appends then wake it every half window, for the
+index, and a small put after them wakes it at once (CommitLog._pwrites).
+
 Where the kernel refuses the advice, the service stops and appends take the faults themselves.
 """
 
