@@ -59,6 +59,10 @@ _IN_QUEUE = (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE)
 # Puts at least this large are written with pwrite (a batch of some 50 messages of 1 KiB): their
 # two system calls cost less than the zeroing of the pages a copy would fault in.
 PWRITE_MIN = 64 * 1024
+# The scratch buffer a pwritten put is placed in is kept for the next ones up to this size (a
+# producer's largest batch); a larger put (large single sends coalesced) gets its own, freed
+# after it.
+SCRATCH_KEPT = 4 * 1024 * 1024
 
 
 class CommitLog:
@@ -82,8 +86,7 @@ class CommitLog:
         self.write_error: StoreWriteError | None = None
         # Fault hook (tests): the next append fails mid-record, as a failed write would.
         self._fail_next_write = False
-        # Where a large put's records get their offsets before they are written (the largest
-        # such put's size, kept).
+        # Where a large put's records get their offsets before they are written.
         self._scratch = bytearray()
 
     # --- offsets --------------------------------------------------------------------
@@ -188,10 +191,13 @@ class CommitLog:
         if not self._pwrites(mf, pos, total):
             place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
             return
-        if len(self._scratch) < total:
-            self._scratch = bytearray(total)
-        place_records(self._scratch, 0, data, phy, store_ts, queue_offsets)
-        with memoryview(self._scratch)[:total] as records:
+        scratch = self._scratch
+        if len(scratch) < total:
+            scratch = bytearray(total)
+            if total <= SCRATCH_KEPT:
+                self._scratch = scratch
+        place_records(scratch, 0, data, phy, store_ts, queue_offsets)
+        with memoryview(scratch)[:total] as records:
             mf.write(pos + 4, records[4:])
             mf.write(pos, records[:4])
 

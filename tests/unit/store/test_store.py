@@ -30,6 +30,7 @@ from pocketmq.protocol.record_codec import (
     peek_record_size,
 )
 from pocketmq.store import GetStatus, MessageStore, PutStatus, TagFilter
+from pocketmq.store.commitlog import PWRITE_MIN, SCRATCH_KEPT
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.layout import is_offset_file_name
 
@@ -119,6 +120,21 @@ def test_batch_gets_consecutive_offsets_and_contiguous_records(open_small: Store
     assert result.wrote_bytes == store.max_phy_offset() - offsets[0]
     assert result.msg_ids == [create_offset_msg_id(result.store_host, o) for o in offsets]
     assert put_ok(store, msg()).queue_offset == 6
+
+
+def test_pwritten_puts_round_trip_and_a_huge_one_keeps_no_scratch(
+    open_small: StoreFactory,
+) -> None:
+    # Puts of PWRITE_MIN and more are written with pwrite from a scratch buffer, kept for the
+    # next ones only up to SCRATCH_KEPT.
+    store = open_small(mapped_file_size_commit_log=4 * SCRATCH_KEPT, max_message_size=1 << 20)
+    bodies = [bytes([i]) * (1 << 20) for i in range(6)]  # 6 MiB: past SCRATCH_KEPT
+    assert PWRITE_MIN <= 50 * 1500
+    for batch in ([msg(body=b"s" * 1500)] * 50, [msg(body=b) for b in bodies]):
+        assert put_batch(store, batch).status is PutStatus.PUT_OK
+    assert 0 < len(store.commitlog._scratch) <= SCRATCH_KEPT
+    got = [decode_message(r).body for r in read_queue(store, "T", 0)]
+    assert got == [b"s" * 1500] * 50 + bodies
 
 
 def test_empty_batch_is_illegal(open_small: StoreFactory) -> None:
