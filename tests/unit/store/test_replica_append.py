@@ -45,6 +45,22 @@ def replicate(
     return frames
 
 
+def assert_same_queues(master: MessageStore, slave: MessageStore) -> None:
+    """Every queue fill() writes reads the same on the slave as on the master."""
+    for topic in ("T0", "T1", "T2"):
+        for qid in (0, 1):
+            assert read_queue(slave, topic, qid) == read_queue(master, topic, qid)
+
+
+def assert_same_segments(tmp_path: Path) -> None:
+    """The slave's CommitLog segments (closed stores) are the master's, byte for byte."""
+    masters = segment_paths(tmp_path / "master")
+    slaves = segment_paths(tmp_path / "slave")
+    assert [p.name for p in slaves] == [p.name for p in masters]
+    for m, s in zip(masters, slaves, strict=True):
+        assert s.read_bytes() == m.read_bytes(), s.name
+
+
 def open_pair(tmp_path: Path, clock: FakeClock) -> tuple[MessageStore, MessageStore]:
     master = open_store(small_config(tmp_path / "master"), clock)
     slave = open_store(small_config(tmp_path / "slave", broker_role=BrokerRole.SLAVE), clock)
@@ -61,9 +77,7 @@ def test_slave_log_is_the_masters_byte_for_byte(tmp_path: Path, clock: FakeClock
         assert len(segment_paths(tmp_path / "master")) > 3  # several segments rolled
         replicate(master, slave)
         assert slave.max_phy_offset() == master.max_phy_offset()
-        for topic in ("T0", "T1", "T2"):
-            for qid in (0, 1):
-                assert read_queue(slave, topic, qid) == read_queue(master, topic, qid)
+        assert_same_queues(master, slave)
         assert slave.query_message("T1", "k4", 5, 0, 2**62).messages == (
             master.query_message("T1", "k4", 5, 0, 2**62).messages
         )
@@ -72,11 +86,7 @@ def test_slave_log_is_the_masters_byte_for_byte(tmp_path: Path, clock: FakeClock
     finally:
         master.close()
         slave.close()
-    masters = segment_paths(tmp_path / "master")
-    slaves = segment_paths(tmp_path / "slave")
-    assert [p.name for p in slaves] == [p.name for p in masters]
-    for m, s in zip(masters, slaves, strict=True):
-        assert s.read_bytes() == m.read_bytes(), s.name
+    assert_same_segments(tmp_path)
 
 
 def test_an_empty_slave_starts_at_the_masters_last_segment(
@@ -199,14 +209,8 @@ def test_large_frames_are_written_with_pwrite_byte_for_byte(
         fill(master, 30)
         replicate(master, slave)
         assert slave.commitlog.mfq.prefaulting
-        for topic in ("T0", "T1", "T2"):
-            for qid in (0, 1):
-                assert read_queue(slave, topic, qid) == read_queue(master, topic, qid)
+        assert_same_queues(master, slave)
     finally:
         master.close()
         slave.close()
-    masters = segment_paths(tmp_path / "master")
-    slaves = segment_paths(tmp_path / "slave")
-    assert [p.name for p in slaves] == [p.name for p in masters]
-    for m, s in zip(masters, slaves, strict=True):
-        assert s.read_bytes() == m.read_bytes(), s.name
+    assert_same_segments(tmp_path)
