@@ -373,6 +373,10 @@ class MessageStore:
         refusal = self._refusal()
         if refusal is not None:
             return refusal
+        if len(msgs) == 1 and (one := self.commitlog.put_one(msgs[0])) is not None:
+            result, req = one
+            self._appended_one(result, req)
+            return result
         result, reqs = self.commitlog.put(msgs)
         if result.ok:
             self._appended(result, reqs)
@@ -403,6 +407,32 @@ class MessageStore:
             self.reput.feed(reqs, result.next_offset)
         except OSError as exc:
             # The record is in the CommitLog; dispatch catches up once space is back.
+            log.error("dispatch lags: %s", exc)
+        self.ha_service.notify_appended()
+
+    def _appended_one(self, result: PutResult, req: DispatchRequest) -> None:
+        """``_appended`` for a put of one record (``CommitLog.put_one``): its consume-queue
+        unit and index entries written straight away when they need only a write, each
+        dispatcher's general path taking what they do not."""
+        reput = self.reput
+        if reput.reput_from != req.phy_offset:
+            self._appended(result, [req])
+            return
+        self._wake_prefault()
+        try:
+            if goes_to_consume_queue(req.sys_flag):
+                queues = self.consume_queue_table.get(req.topic)
+                cq = queues.get(req.queue_id) if queues else None
+                if cq is not None and cq.put_next(req):
+                    if self.on_message_arrived is not None:
+                        self.on_message_arrived(req.topic, req.queue_id, req.queue_offset)
+                else:
+                    self._dispatch_cq([req])
+            # A master's dispatch ends here: _dispatch_queue_table is a slave's, which never puts.
+            self._dispatch_index([req])
+            reput.reput_from = result.next_offset
+            reput.last_store_timestamp = req.store_timestamp
+        except OSError as exc:
             log.error("dispatch lags: %s", exc)
         self.ha_service.notify_appended()
 
