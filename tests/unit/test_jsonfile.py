@@ -3,14 +3,17 @@ version in place."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
+from pocketmq import jsonfile
 from pocketmq.errors import StoreError
-from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.jsonfile import read_json, write_json_atomic, write_json_atomic_off_loop
 
 
 def test_write_json_atomic_keeps_a_backup(tmp_path: Path) -> None:
@@ -83,3 +86,35 @@ def test_a_failed_write_removes_its_temp_file(
         write_json_atomic(path, {"v": 2})
     assert _files(tmp_path) == before
     assert read_json(path) == {"v": 1}
+
+
+def test_off_loop_writes_go_to_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "consumerOffset.json"
+    threads: list[threading.Thread] = []
+    replace = jsonfile._replace
+
+    def recording(p: Path, payload: bytes) -> None:
+        threads.append(threading.current_thread())
+        replace(p, payload)
+
+    monkeypatch.setattr(jsonfile, "_replace", recording)
+    value = {"offsetTable": {"T@g": {0: 5}}}
+    asyncio.run(write_json_atomic_off_loop(path, value))
+    assert read_json(path) == {"offsetTable": {"T@g": {"0": 5}}}
+    assert threads and threads[0] is not threading.main_thread()
+    with pytest.raises(StoreError, match="not serializable"):
+        asyncio.run(write_json_atomic_off_loop(path, {"x": 1 << 70}))  # refused on the loop
+    assert read_json(path) == {"offsetTable": {"T@g": {"0": 5}}}
+
+
+def test_a_write_serialized_before_one_in_the_file_leaves_it_alone(tmp_path: Path) -> None:
+    """An off-loop write whose thread reaches the file after a newer write (made on the loop
+    meanwhile, say by a stopping broker) must not put the older value back."""
+    path = tmp_path / "delayOffset.json"
+    older = jsonfile._serialize(path, {"v": 1})
+    older_version = next(jsonfile._versions)
+    write_json_atomic(path, {"v": 2})
+    jsonfile._write_version(path, older, older_version)
+    assert read_json(path) == {"v": 2}

@@ -224,8 +224,8 @@ class Broker:
             await self.start_master_services()
         else:
             self.start_slave_sync()
-        self._every(self.config.flush_delay_offset_interval, self.schedule.persist)
-        self._every(self.config.flush_delay_offset_interval, self.timer.persist)
+        self._every(self.config.flush_delay_offset_interval, self.schedule.persist_off_loop)
+        self._every(self.config.flush_delay_offset_interval, self.timer.persist_off_loop)
         if self.config.failover_enabled:
             try:
                 await self._start_failover()
@@ -375,8 +375,9 @@ class Broker:
 
         self._tasks.append(asyncio.create_task(loop()))
 
-    def _persist_offsets(self) -> None:
-        _persist_each(self.pop.persist, self.offsets.persist)
+    async def _persist_offsets(self) -> None:
+        _persist_each(self.pop.persist)  # into the offsets table: written just below
+        await self.offsets.persist_off_loop()
 
     def _scan_consumers(self) -> None:
         self.consumers.scan_expired()

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.jsonfile import PersistedJson, read_json
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(PersistedJson):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.table: dict[str, dict[int, int]] = {}
@@ -25,11 +25,6 @@ class ConsumerOffsetManager:
         if isinstance(data, dict):
             for key, queues in (data.get("offsetTable") or {}).items():
                 self.table[key] = {int(q): int(o) for q, o in queues.items()}
-
-    def persist(self) -> None:
-        if self._dirty:
-            self._dirty = False
-            write_json_atomic(self.path, self.encode())
 
     def put_all(self, table: dict[str, dict[int, int]]) -> None:
         """A slave takes its master's offsets (ConsumerOffsetSerializeWrapper's offsetTable):

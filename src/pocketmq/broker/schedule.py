@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError
-from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.jsonfile import PersistedJson, read_json
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
@@ -74,7 +74,7 @@ def time_up(parked: MessageExt) -> MessageExt | None:
     )
 
 
-class ScheduleMessageService:
+class ScheduleMessageService(PersistedJson):
     def __init__(self, store: MessageStore, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.path = path
@@ -110,11 +110,6 @@ class ScheduleMessageService:
         """What delayOffset.json holds and GET_ALL_DELAY_OFFSET answers: the next offset of
         each level's queue."""
         return {"offsetTable": dict(sorted(self.offsets.items()))}
-
-    def persist(self) -> None:
-        if self._dirty:
-            self._dirty = False
-            write_json_atomic(self.path, self.encode())
 
     def install(self, table: dict[int, int]) -> None:
         """A slave takes its master's progress in place of its own and writes it (RocketMQ

@@ -28,7 +28,7 @@ from pathlib import Path
 from pocketmq.broker.schedule import RETRY_AFTER_FAILURE_MS, already_delivered, time_up
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError, RequestError
-from pocketmq.jsonfile import read_json, write_json_atomic
+from pocketmq.jsonfile import read_json, write_json_atomic, write_json_atomic_off_loop
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import TIMER_PROPERTIES, MessageConst, MessageExt
 from pocketmq.protocol.names import TIMER_TOPIC
@@ -168,14 +168,18 @@ class TimerMessageService:
             raise PocketMQError(f"{self.path}: malformed timer checkpoint: {exc}") from exc
 
     def persist(self) -> None:
-        write_json_atomic(
-            self.path,
-            {
-                "lowOffset": self._low_offset(),
-                "watermarkMs": self.watermark[0],
-                "watermarkOffset": self.watermark[1],
-            },
-        )
+        write_json_atomic(self.path, self._checkpoint())
+
+    async def persist_off_loop(self) -> None:
+        """``persist``, the file written and synced on a worker thread (the periodic write)."""
+        await write_json_atomic_off_loop(self.path, self._checkpoint())
+
+    def _checkpoint(self) -> dict[str, int]:
+        return {
+            "lowOffset": self._low_offset(),
+            "watermarkMs": self.watermark[0],
+            "watermarkOffset": self.watermark[1],
+        }
 
     # ------------------------------------------------------------------ delivery
 

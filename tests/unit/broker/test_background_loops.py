@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from pocketmq import tasks
+from pocketmq import jsonfile, tasks
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.offsets import ConsumerOffsetManager
+from pocketmq.errors import StoreError
+from pocketmq.jsonfile import read_json
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol.codes import ResponseCode
@@ -132,10 +136,30 @@ def test_one_offsets_file_failing_does_not_skip_the_other(
     def pop_fails() -> None:
         raise OSError("disk full")
 
+    async def offsets() -> None:
+        persisted.append("offsets")
+
     broker.pop = SimpleNamespace(persist=pop_fails)  # type: ignore[assignment]
-    broker.offsets = SimpleNamespace(  # type: ignore[assignment]
-        persist=lambda: persisted.append("offsets")
-    )
-    broker._persist_offsets()
+    broker.offsets = SimpleNamespace(persist_off_loop=offsets)  # type: ignore[assignment]
+    asyncio.run(broker._persist_offsets())
     assert persisted == ["offsets"]
     assert "OSError: disk full" in caplog.text
+
+
+@pytest.mark.parametrize("cut", [asyncio.CancelledError, StoreError])
+def test_a_periodic_offsets_write_cut_short_is_made_by_the_next_persist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: type[BaseException]
+) -> None:
+    """Cancelled by a stopping broker (whose own last persist follows) or failed: the offsets
+    stay to be written, not marked written."""
+    offsets = ConsumerOffsetManager(tmp_path / "consumerOffset.json")
+    offsets.commit("g", "T", 0, 5)
+
+    async def cut_short(path: Path, data: object) -> None:
+        raise cut("cut short")
+
+    monkeypatch.setattr(jsonfile, "write_json_atomic_off_loop", cut_short)
+    with pytest.raises(cut):
+        asyncio.run(offsets.persist_off_loop())
+    offsets.persist()
+    assert read_json(tmp_path / "consumerOffset.json") == {"offsetTable": {"T@g": {"0": 5}}}
