@@ -51,6 +51,9 @@ BROKER_CONF = (
     "transactionCheckInterval=100\n"
     f"transactionCheckMax={CHECK_MAX}\n"
     "flushConsumerOffsetInterval=200\n"
+    # The restart names its broker port; the HA port would then be that port + 1, which any
+    # socket may hold (the name server's, an outgoing connection's): any free port instead.
+    "haListenPort=0\n"
 )
 SCRIPT = Path(__file__).parent / "tx_producer_script.py"
 
