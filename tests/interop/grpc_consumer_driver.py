@@ -35,7 +35,9 @@ class Serve:
     def __init__(self, tmp_path: Path, conf: str) -> None:
         self.tmp_path = tmp_path
         self.conf = tmp_path / "broker.conf"
-        self.conf.write_text(conf)
+        # ``restart`` names the broker port; the HA port would then be that port + 1, which any
+        # socket may hold: any free port instead.
+        self.conf.write_text(conf + "\nhaListenPort=0\n")
         self.store = tmp_path / "store"
         self.runs = 0
         self.proc = self._start("--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0")
