@@ -111,10 +111,7 @@ class CommitLog:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, detail="empty batch"), []
         segment = self.config.mapped_file_size_commit_log
         try:
-            data, sizes, sys_flags = encode_records(
-                msgs, self._store_host_bytes, self._born_hosts, self.config.max_message_size,
-                segment - END_FILE_MIN_BLANK_LENGTH,
-            )  # fmt: skip
+            data, sizes, sys_flags = self._encode(msgs)
         except PropertiesTooLong as exc:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, detail=str(exc)), []
         except RecordEncodeError as exc:
@@ -181,12 +178,8 @@ class CommitLog:
         Returns the result and the record's dispatch request, or None, nothing written, when
         it is not that case (an encoding refusal included): ``put`` takes it then.
         """
-        segment = self.config.mapped_file_size_commit_log
         try:
-            data, sizes, sys_flags = encode_records(
-                [msg], self._store_host_bytes, self._born_hosts, self.config.max_message_size,
-                segment - END_FILE_MIN_BLANK_LENGTH,
-            )  # fmt: skip
+            data, sizes, sys_flags = self._encode([msg])
         except RecordEncodeError:
             return None
         total = len(data)
@@ -216,6 +209,18 @@ class CommitLog:
             PutStatus.PUT_OK, [phy], queue_offsets[0], total, store_ts, self.store_host
         )
         return result, req
+
+    def _encode(self, msgs: list[MessageExt]) -> tuple[bytes, list[int], list[int]]:
+        """``encode_records`` of a put: bodies up to max_message_size, records that fit a
+        segment beside its closing blank.
+
+        Raises:
+            RecordEncodeError, ValueError, OverflowError: as ``encode_records``.
+        """
+        return encode_records(
+            msgs, self._store_host_bytes, self._born_hosts, self.config.max_message_size,
+            self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
+        )  # fmt: skip
 
     def _write(
         self,
