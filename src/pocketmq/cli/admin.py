@@ -17,6 +17,7 @@ import click
 
 from pocketmq import admin as admin_lib
 from pocketmq.admin import topics
+from pocketmq.cli.lazy import LazyGroup
 from pocketmq.cli.output import emit_json, emit_table, json_option
 from pocketmq.protocol.acl_sign import SessionCredentials
 from pocketmq.protocol.names import PERM_READ_WRITE, perm_to_string
@@ -50,7 +51,38 @@ def run_admin(namesrv: str, fn: Callable[[admin_lib.AdminClient], Awaitable[T]])
         raise AdminError(str(exc)) from exc
 
 
-@click.group()
+# The verbs of the admin_* modules, imported when invoked (each module's command for a verb is
+# named as the verb, with underscores).
+_VERBS_ELSEWHERE = {
+    "pocketmq.cli.admin_brokers": (
+        "broker-status", "wipe-write-perm", "add-write-perm", "get-namesrv-config",
+        "update-namesrv-config",
+    ),
+    "pocketmq.cli.admin_consumers": (
+        "consumer-progress", "subscription-group", "update-subscription-group",
+        "delete-subscription-group", "reset-offset-by-time", "consumer-status",
+    ),
+    "pocketmq.cli.admin_messages": ("send-message", "consume-message", "print-msg"),
+    "pocketmq.cli.admin_groups_topics": (
+        "topic-status", "consumer-connection", "producer-connection", "topic-consumed-by",
+        "clone-group-offset", "get-broker-config", "update-broker-config", "check-msg-send-rt",
+        "cluster-rt",
+    ),
+    "pocketmq.cli.admin_query_msg": (
+        "query-msg-by-id", "query-msg-by-unique-key", "query-msg-by-key", "query-msg-by-offset",
+    ),
+    "pocketmq.cli.admin_stats": ("stats-all", "broker-consume-stats"),
+}  # fmt: skip
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        verb: f"{module}:{verb.replace('-', '_')}"
+        for module, verbs in _VERBS_ELSEWHERE.items()
+        for verb in verbs
+    },
+)
 @click.option(
     "-n", "--namesrv-addr", default="127.0.0.1:9876", show_default=True,
     help="NameServer address(es), ';'-separated.",

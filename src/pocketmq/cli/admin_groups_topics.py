@@ -260,10 +260,3 @@ def cluster_rt(
         if done == rounds:
             return
         time.sleep(interval)
-
-
-GROUPS_TOPICS_VERBS = (
-    topic_status, consumer_connection, producer_connection,
-    topic_consumed_by, clone_group_offset, get_broker_config, update_broker_config,
-    check_msg_send_rt, cluster_rt,
-)  # fmt: skip

@@ -148,6 +148,3 @@ def query_msg_by_offset(
         return await _with_tracks(c, [msg])
 
     _emit(run_admin(namesrv, go), as_json)
-
-
-QUERY_MSG_VERBS = (query_msg_by_id, query_msg_by_unique_key, query_msg_by_key, query_msg_by_offset)
