@@ -1,6 +1,7 @@
 """The broker's CPU per single send over the 4.x remoting protocol, in this process.
 
-A real ``Broker`` (ASYNC_FLUSH, a temp store) runs on uvloop here; a ``RemotingChannel`` as its
+A real ``Broker`` (ASYNC_FLUSH, or SYNC_FLUSH with ``--flush sync``; a temp store) runs on
+uvloop here; a ``RemotingChannel`` as its
 server makes one is handed the SEND_MESSAGE_V2 frames that ``Producer.send`` of 1 KiB writes
 (captured from a real Producer before the clock starts, each with its own message id), through
 ``data_received``, as socket reads would deliver them: at c=1 one frame per read, the next once
@@ -12,6 +13,7 @@ client_bench.py's "server µs/msg" that our code decides, and steady on a shared
 it is process CPU time (every thread: the store's too). Best of ``--rounds``.
 
     python bench/send_handler_bench.py [--count 20000] [--concurrency 1,32] [--rounds 3]
+                                       [--flush async|sync]
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pocketmq.client import message
 from pocketmq.protocol.names import PERM_READ_WRITE
 from pocketmq.protocol.native import DESCRIPTION
 from pocketmq.remoting.channel import RemotingChannel
-from pocketmq.store.config import StoreConfig
+from pocketmq.store.config import FlushDiskType, StoreConfig
 
 QUEUES = 4
 
@@ -109,8 +111,11 @@ async def drive(channel: RemotingChannel, sink: AnswerSink, frames: list[bytes],
         await sink.on_write
 
 
-async def bench(root: Path, count: int, size: int, concurrency: list[int], rounds: int) -> None:
-    broker = Broker(BrokerConfig(listen_port=0, store=StoreConfig(store_path_root_dir=root)))
+async def bench(
+    root: Path, count: int, size: int, concurrency: list[int], rounds: int, flush: FlushDiskType
+) -> None:
+    store = StoreConfig(store_path_root_dir=root, flush_disk_type=flush)
+    broker = Broker(BrokerConfig(listen_port=0, store=store))
     await broker.start()
     try:
         broker.topics.create_system_if_absent(TOPIC, QUEUES, PERM_READ_WRITE)
@@ -132,7 +137,10 @@ async def bench(root: Path, count: int, size: int, concurrency: list[int], round
                 cpu0 = time.process_time()
                 await drive(channel, sink, batch, c)
                 best[c] = min(best[c], (time.process_time() - cpu0) * 1e6 / count)
-        print(f"broker CPU per single send (SEND_MESSAGE_V2, {size} B), in process; {DESCRIPTION}")
+        print(
+            f"broker CPU per single send (SEND_MESSAGE_V2, {size} B, {flush.value}), in process; "
+            f"{DESCRIPTION}"
+        )
         for c in concurrency:
             print(f"  send c={c:<3} {best[c]:6.1f} µs  (best of {rounds} rounds of {count})")
     finally:
@@ -147,11 +155,13 @@ def main() -> None:
         "--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 32]
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--flush", choices=["async", "sync"], default="async")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="pocketmq-send-handler-"))
     try:
-        uvloop.run(bench(root, args.count, args.size, args.concurrency, args.rounds))
+        flush = FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH
+        uvloop.run(bench(root, args.count, args.size, args.concurrency, args.rounds, flush))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

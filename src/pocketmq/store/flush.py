@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -25,24 +26,31 @@ class _FlushRequest:
     next_offset: int
     deadline: float  # time.monotonic() after which the put gives up (FLUSH_DISK_TIMEOUT)
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[bool]
+    then: Callable[[bool], None]  # called on ``loop``, once
 
 
-def _resolve(batch: list[tuple[asyncio.Future[bool], bool]]) -> None:
-    for fut, ok in batch:
-        if not fut.done():
-            fut.set_result(ok)
+def _answer(answers: list[tuple[Callable[[bool], None], bool]]) -> None:
+    for then, ok in answers:
+        try:
+            then(ok)
+        except Exception:  # one waiter's failure leaves the others answered
+            log.exception("answering a put waiting for a flush failed")
 
 
 def _resolve_all(requests: list[_FlushRequest], ok: bool) -> None:
-    """Resolve futures on their own loops, one cross-thread call per loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]] = {}
+    """Answer requests on their own loops, one cross-thread call per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Callable[[bool], None], bool]]] = {}
     for r in requests:
-        by_loop.setdefault(r.loop, []).append((r.future, ok))
+        by_loop.setdefault(r.loop, []).append((r.then, ok))
     for loop, batch in by_loop.items():
         # A closed loop raises RuntimeError: nobody is waiting any more.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_resolve, batch)
+            loop.call_soon_threadsafe(_answer, batch)
+
+
+def _set_unless_done(fut: asyncio.Future[bool], ok: bool) -> None:
+    if not fut.done():  # its waiter is gone (cancelled)
+        fut.set_result(ok)
 
 
 class FlushCommitLogService:
@@ -78,22 +86,34 @@ class FlushCommitLogService:
     def start(self) -> None:
         self._thread.start()
 
-    def request(self, next_offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
-        """A future that becomes True once the CommitLog is durable up to next_offset, or
-        False if that does not happen within the timeout."""
-        fut: asyncio.Future[bool] = loop.create_future()
+    def durable_through(self) -> int:
+        """The CommitLog offset up to which a sync has made everything durable."""
+        return self.commitlog.mfq.flushed_where
+
+    def when_durable(
+        self, next_offset: int, loop: asyncio.AbstractEventLoop, then: Callable[[bool], None]
+    ) -> None:
+        """Call ``then(True)`` on ``loop`` once the CommitLog is durable up to next_offset, or
+        ``then(False)`` if that does not happen within the timeout; never from this call. A
+        callback rather than a future: a put waiting for a flush needs no future, coroutine or
+        task of its own (BENCHMARKS.md, "SYNC_FLUSH puts answered by callback")."""
         if next_offset <= self.commitlog.mfq.flushed_where:
-            fut.set_result(True)  # a sync that began after these bytes were written has ended
-            return fut
+            loop.call_soon(then, True)  # a sync that began after these bytes were written ended
+            return
         with self._cond:
             if self._stopped:
-                fut.set_result(False)
-                return fut
+                loop.call_soon(then, False)
+                return
             self._pending.append(
-                _FlushRequest(next_offset, time.monotonic() + self.timeout_s, loop, fut)
+                _FlushRequest(next_offset, time.monotonic() + self.timeout_s, loop, then)
             )
             if self._idle:
                 self._cond.notify()
+
+    def request(self, next_offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
+        """``when_durable`` as a future of its answer."""
+        fut: asyncio.Future[bool] = loop.create_future()
+        self.when_durable(next_offset, loop, functools.partial(_set_unless_done, fut))
         return fut
 
     def expire(self) -> None:

@@ -18,13 +18,13 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
-from pocketmq.pending import Pending
+from pocketmq.pending import Pending, outcome_of, pending_of
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_offset_msg_id
 from pocketmq.protocol.record_codec import RecordError, RecordInfo, decode_message
 from pocketmq.store import pull_read, query, retention
@@ -92,6 +92,8 @@ class MessageStore:
         # it); a slave also follows its master with a store.ha.slave.HAClient.
         self.ha_service = HAService(self.commitlog, config, clock)
         self.coalescer = PutCoalescer(self.append_units, self.acknowledged)
+        # SYNC_MASTER acknowledgements in flight (a flush and a slave), each in a task held here.
+        self._acks_waiting: set[asyncio.Future[Any]] = set()
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushCommitLogService | None = None
         self.housekeeping: HousekeepingService | None = None
@@ -481,20 +483,33 @@ class MessageStore:
         log whatever the answer (FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT),
         as in RocketMQ."""
         done = self.acknowledged(result, msgs)
-        return done if isinstance(done, PutResult) else await done
+        return done if isinstance(done, PutResult) else await outcome_of(done)
 
     def acknowledged(
         self, result: PutResult, msgs: list[MessageExt]
-    ) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """``flushed``: the result itself when there is nothing to wait for, else a coroutine
-        of it."""
+    ) -> PutResult | Pending[PutResult]:
+        """``flushed``: the result itself when there is nothing to wait for, else a Pending
+        of it. A SYNC_FLUSH put is answered from the flush's callback; a SYNC_MASTER put
+        waits for a flush and a slave at once, in a task."""
         if not result.ok or msgs[0].properties.get(MessageConst.WAIT_STORE_MSG_OK) == "false":
             return result
-        if (
-            self._sync_flush and self.flush_service is not None
-        ) or self.role is BrokerRole.SYNC_MASTER:
-            return self._durable(result)
+        if self.role is BrokerRole.SYNC_MASTER:
+            return pending_of(self._durable(result), self._acks_waiting)
+        flush = self.flush_service
+        if self._sync_flush and flush is not None and result.next_offset > flush.durable_through():
+            return self._answered_when_flushed(result, flush)
         return self._fenced(result)
+
+    def _answered_when_flushed(
+        self, result: PutResult, flush: FlushCommitLogService
+    ) -> Pending[PutResult]:
+        later: Pending[PutResult] = Pending()
+
+        def flushed(ok: bool) -> None:
+            later.then(self._fenced(result if ok else _not_flushed(result)))
+
+        flush.when_durable(result.next_offset, asyncio.get_running_loop(), flushed)
+        return later
 
     async def _durable(self, result: PutResult) -> PutResult:
         flush = None
@@ -509,8 +524,7 @@ class MessageStore:
             else:
                 slave_missing = True
         if flush is not None and not await flush:
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.detail = "the message was written but not flushed in time"
+            _not_flushed(result)
         if slave_missing:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             result.detail = "the message was written, but no slave is in sync to replicate it"
@@ -672,6 +686,12 @@ class MessageStore:
     def truncate(self, phy_offset: int) -> None:
         """Drop every record at or after ``phy_offset``, a record boundary (store.truncate)."""
         truncate_store(self, phy_offset)
+
+
+def _not_flushed(result: PutResult) -> PutResult:
+    result.status = PutStatus.FLUSH_DISK_TIMEOUT
+    result.detail = "the message was written but not flushed in time"
+    return result
 
 
 def _physical_memory_bytes() -> int:

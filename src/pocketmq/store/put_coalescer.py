@@ -9,21 +9,20 @@ result (``MessageStore.append_units``). The first put of an iteration is appende
 a lone send waits for nothing (no timer, no batch size to fill); the later ones of the same
 iteration are appended together when it ends, as RemotingChannel holds responses. Each put
 is answered once acknowledged (``MessageStore.acknowledged``: at once under ASYNC_FLUSH without
-a slave to wait for), through a callback rather than a future: a task and a future for each of
-an iteration's held puts cost a remoting send at c=32 about a tenth of its broker CPU
-(BENCHMARKS.md, "Held sends answered by callback"). A put whose request's connection closed
-meanwhile stays stored, its answer dropped, as after a crash following the append: its
-producer retries.
+a slave to wait for, from the flush's callback under SYNC_FLUSH), through a callback rather
+than a future: a task and a future for each of an iteration's held puts cost a remoting send at
+c=32 about a tenth of its broker CPU (BENCHMARKS.md, "Held sends answered by callback"). A put
+whose request's connection closed meanwhile stays stored, its answer dropped, as after a crash
+following the append: its producer retries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
-from pocketmq.pending import Pending, pending_of
+from pocketmq.pending import Pending
 from pocketmq.protocol.message import MessageExt
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.results import PutResult, PutStatus
@@ -31,8 +30,8 @@ from pocketmq.store.results import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 AppendUnits = Callable[[list[list[MessageExt]]], list[PutResult]]
-# A put's result once it may be answered: itself, or a coroutine that waits (a flush, a slave).
-Acknowledge = Callable[[PutResult, list[MessageExt]], PutResult | Coroutine[Any, Any, PutResult]]
+# A put's result once it may be answered: itself, or a Pending of it (a flush, a slave).
+Acknowledge = Callable[[PutResult, list[MessageExt]], PutResult | Pending[PutResult]]
 
 
 class PutCoalescer:
@@ -44,8 +43,6 @@ class PutCoalescer:
         # The task that made this iteration's first put, and the iteration's loop.
         self._first: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Acknowledgements still waiting (a flush, a slave), each in a task held here.
-        self._waiting: set[asyncio.Future[Any]] = set()
 
     def append(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
         """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
@@ -68,10 +65,7 @@ class PutCoalescer:
                 held: Pending[PutResult] = Pending()
                 self._pending.append((msgs, held))
                 return held
-        acknowledged = self._acknowledge(self._append_units([msgs])[0], msgs)
-        if isinstance(acknowledged, PutResult):
-            return acknowledged
-        return pending_of(acknowledged, self._waiting)
+        return self._acknowledge(self._append_units([msgs])[0], msgs)
 
     def _append_pending(self) -> None:
         pending, self._pending, self._first = self._pending, None, None
@@ -91,8 +85,8 @@ class PutCoalescer:
                 continue
             if isinstance(acknowledged, PutResult):
                 _answer(held, acknowledged)
-            else:  # a flush or a slave to wait for, in a task of its own
-                pending_of(acknowledged, self._waiting).then = held.settle
+            else:  # a flush or a slave to wait for
+                acknowledged.then = held.settle
 
 
 def _answer(held: Pending[PutResult], outcome: PutResult | Exception) -> None:

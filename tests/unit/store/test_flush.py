@@ -18,6 +18,7 @@ import pytest
 from store_helpers import StoreFactory, msg, put, put_batch, put_ok, read_queue
 
 from pocketmq.errors import StoreWriteError
+from pocketmq.pending import Pending
 from pocketmq.protocol.message import MessageConst
 from pocketmq.protocol.record_codec import decode_message
 from pocketmq.store import mapped_file
@@ -127,6 +128,65 @@ def test_wait_false_put_does_not_wait_for_the_flush(
     probe.gate.set()
     assert put(store, msg()).status is PutStatus.PUT_OK
     assert store.commitlog.mfq.flushed_where >= result.next_offset
+
+
+def test_coalesced_puts_wait_for_the_flush_without_a_task_each(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]],
+) -> None:
+    store, probe = sync_store()
+
+    async def main() -> tuple[int, list[PutResult | Exception]]:
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[None] = loop.create_future()
+        answers: list[PutResult | Exception] = []
+
+        def answer(outcome: PutResult | Exception) -> None:
+            answers.append(outcome)
+            if len(answers) == 32:
+                answered.set_result(None)
+
+        def read() -> None:  # a read's 32 sends, outside any task as the remoting read makes them
+            for i in range(32):
+                put = store.put_coalesced([msg(body=b"%d" % i)])
+                assert isinstance(put, Pending)
+                put.then = answer
+
+        loop.call_soon(read)
+        for _ in range(3):  # the read, the appends at its iteration's end, one more
+            await asyncio.sleep(0)
+        waiting = len(asyncio.all_tasks())
+        probe.gate.set()
+        await answered
+        return waiting, answers
+
+    waiting, answers = asyncio.run(main())
+    assert waiting == 1  # main's own: no task (nor coroutine) per put waiting for the flush
+    assert all(isinstance(a, PutResult) and a.ok for a in answers)
+    flushed = store.commitlog.mfq.flushed_where
+    assert all(isinstance(a, PutResult) and a.next_offset <= flushed for a in answers)
+
+
+def test_a_waiter_that_fails_leaves_the_others_answered(
+    sync_store: Callable[..., tuple[MessageStore, FlushProbe]], caplog: pytest.LogCaptureFixture
+) -> None:
+    store, probe = sync_store()
+    service = store.flush_service
+    assert service is not None
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        end = store.append([msg()]).next_offset
+
+        def fails(ok: bool) -> None:
+            raise RuntimeError("a waiter's bug")
+
+        service.when_durable(end, loop, fails)
+        after = service.request(end, loop)
+        probe.gate.set()
+        return await asyncio.wait_for(after, 10)
+
+    assert asyncio.run(main()) is True
+    assert "answering a put waiting for a flush failed" in caplog.text
 
 
 class SlowDisk:
