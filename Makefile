@@ -60,6 +60,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/remoting_floor.py
 	$(BIN)/python bench/send_handler_bench.py
+	$(BIN)/python bench/send_handler_bench.py --flush sync
 	$(BIN)/python bench/w2_bench.py
 	$(BIN)/python bench/grpc_bench.py
 	$(BIN)/python bench/grpc_floor.py --client-metadata
