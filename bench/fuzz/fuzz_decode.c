@@ -8,6 +8,8 @@
  * keys cut from the input), as a batch's offsets (offset_msg_ids_text, 9 input bytes an offset), as a remoting
  * frame (decode_frame: as it is, and as a JSON header of the whole input or half of it; a
  * frame that decodes is encoded back by encode_frame_head, its remark the input's text), as a
+ * connection's buffer for next_frame (the input, the input framed, and that framed twice, cut in
+ * the second; read from three positions under three frame limits), as a
  * send's header (send_header, V1 and V2: fields of up to 16 NUL-separated words, each naming
  * its field by its first character), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
@@ -82,6 +84,16 @@ static const char CHECK_SOURCE[] =
     "            a = outcome(s.encode_frame_head, cmd)\n"
     "            b = outcome(remoting.encode_frame_head_py, cmd)\n"
     "            assert a == b, (cmd, a, b)\n"
+    "    check_next_frame(data)\n"
+    "from pocketmq.protocol import connection\n"
+    "def check_next_frame(data):\n"
+    "    framed = len(data).to_bytes(4, 'big') + data\n"
+    "    for buf in (data, framed, framed + framed[:len(data) // 2]):\n"
+    "        for pos in (0, len(buf) // 3, len(data) + 4):\n"
+    "            for limit in (len(data) + 4, 1 << 20, len(data) // 2):\n"
+    "                a = outcome(s.next_frame, bytearray(buf), pos, limit)\n"
+    "                b = outcome(connection.next_frame_py, bytearray(buf), pos, limit)\n"
+    "                assert a == b, (buf, pos, limit, a, b)\n"
     "from pocketmq.protocol import send_header\n"
     "NAMES = sorted(send_header.V2_NAMES) + sorted(send_header.V2_NAMES.values()) + ['x']\n"
     "def check_send_header(data):\n"

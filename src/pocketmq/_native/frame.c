@@ -592,6 +592,41 @@ build_command(struct header *h, const char *body, Py_ssize_t body_len)
 
 #define SCRATCH_ON_STACK 2048
 
+/* The command of a frame (without its length prefix) whose header is JSON: 1 and *out set, 0
+ * for the reference to take it (another serialization, anything the fast path does not read,
+ * and every error), -1 with an exception. */
+static int
+decode_json_frame(const unsigned char *frame, Py_ssize_t len, PyObject **out)
+{
+    if (len < 4 || frame[0] != 0) { /* serialize type JSON */
+        return 0;
+    }
+    Py_ssize_t header_len = ((Py_ssize_t)frame[1] << 16) | (frame[2] << 8) | frame[3];
+    if (header_len > len - 4) {
+        return 0;
+    }
+    unsigned char stack[SCRATCH_ON_STACK];
+    unsigned char *scratch = header_len <= SCRATCH_ON_STACK
+                                 ? stack : PyMem_Malloc((size_t)header_len);
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    struct parser ps = {frame + 4, frame + 4 + header_len, scratch};
+    struct header h;
+    int got = parse_header(&ps, &h);
+    if (got > 0) {
+        *out = build_command(&h, (const char *)frame + 4 + header_len, len - 4 - header_len);
+        got = *out == NULL ? -1 : 1;
+    }
+    Py_XDECREF(h.remark);
+    Py_XDECREF(h.ext_fields);
+    if (scratch != stack) {
+        PyMem_Free(scratch);
+    }
+    return got;
+}
+
 PyObject *
 pmq_decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -608,35 +643,8 @@ pmq_decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObje
         PyErr_Clear(); /* not contiguous: the reference copies what it reads */
         return pmq_call_reference("decode_frame", args, nargs, kwnames);
     }
-    const unsigned char *frame = view.buf;
-    Py_ssize_t len = view.len;
     PyObject *cmd = NULL;
-    int got = 0;
-    if (len >= 4 && frame[0] == 0) { /* serialize type JSON */
-        Py_ssize_t header_len = ((Py_ssize_t)frame[1] << 16) | (frame[2] << 8) | frame[3];
-        if (header_len <= len - 4) {
-            unsigned char stack[SCRATCH_ON_STACK];
-            unsigned char *scratch = header_len <= SCRATCH_ON_STACK
-                                         ? stack : PyMem_Malloc((size_t)header_len);
-            if (scratch == NULL) {
-                PyBuffer_Release(&view);
-                return PyErr_NoMemory();
-            }
-            struct parser ps = {frame + 4, frame + 4 + header_len, scratch};
-            struct header h;
-            got = parse_header(&ps, &h);
-            if (got > 0) {
-                cmd = build_command(&h, (const char *)frame + 4 + header_len,
-                                    len - 4 - header_len);
-                got = cmd == NULL ? -1 : 1;
-            }
-            Py_XDECREF(h.remark);
-            Py_XDECREF(h.ext_fields);
-            if (scratch != stack) {
-                PyMem_Free(scratch);
-            }
-        }
-    }
+    int got = decode_json_frame(view.buf, view.len, &cmd);
     PyBuffer_Release(&view);
     if (got < 0) {
         return NULL;
@@ -645,6 +653,71 @@ pmq_decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObje
         return pmq_call_reference("decode_frame", args, nargs, kwnames);
     }
     return cmd;
+}
+
+/* --- next_frame -------------------------------------------------------------------------
+ *
+ * RemotingConnection.next_command's step: the frame at buf[pos:] of a bytearray and where the
+ * next one starts, read in place (the reference slices the length prefix and makes two views,
+ * which cost as much as the header's decode). The fast path takes an exact bytearray, a pos
+ * and a max_frame that are ints within it, a length prefix within 4..max_frame and a frame
+ * decode_frame's fast path reads; an incomplete frame is None; the reference takes the rest
+ * (and raises the errors). The bytearray is held exported meanwhile, so nothing resizes it. */
+
+#define MIN_FRAME 4
+
+PyObject *
+pmq_next_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)self;
+    int64_t pos, max_frame;
+    if (nargs != 3 || kwnames != NULL || !PyByteArray_CheckExact(args[0])
+        || pmq_int64_in(args[1], 0, PY_SSIZE_T_MAX, &pos) < 0
+        || pmq_int64_in(args[2], 0, INT32_MAX, &max_frame) < 0) {
+        return pmq_call_reference("next_frame", args, nargs, kwnames);
+    }
+    if (bind_command_type() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int got = 0;
+    Py_ssize_t avail = view.len - (Py_ssize_t)pos;
+    if (avail >= 0 && avail < 4) {
+        result = Py_NewRef(Py_None);
+        got = 1;
+    } else if (avail >= 4) {
+        const unsigned char *p = (const unsigned char *)view.buf + pos;
+        int32_t length = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16)
+                                   | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+        if (length >= MIN_FRAME && length <= max_frame) {
+            if (avail - 4 < length) {
+                result = Py_NewRef(Py_None);
+                got = 1;
+            } else {
+                PyObject *cmd = NULL;
+                got = decode_json_frame(p + 4, length, &cmd);
+                if (got > 0) {
+                    PyObject *end = PyLong_FromSsize_t((Py_ssize_t)pos + 4 + length);
+                    result = end == NULL ? NULL : PyTuple_Pack(2, cmd, end);
+                    Py_XDECREF(end);
+                    Py_DECREF(cmd);
+                    got = result == NULL ? -1 : 1;
+                }
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    if (got < 0) {
+        return NULL;
+    }
+    if (got == 0) {
+        return pmq_call_reference("next_frame", args, nargs, kwnames);
+    }
+    return result;
 }
 
 /* --- encode_frame_head ------------------------------------------------------------------

@@ -130,6 +130,8 @@ PyObject *pmq_send_header(PyObject *module, PyObject *const *args, Py_ssize_t na
                           PyObject *kwnames);
 PyObject *pmq_decode_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames);
+PyObject *pmq_next_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
 PyObject *pmq_encode_frame_head(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
 PyObject *pmq_pull_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

@@ -24,6 +24,7 @@ import pocketmq
 from pocketmq.client import process_queue
 from pocketmq.protocol import (
     batch,
+    connection,
     message,
     native,
     properties,
@@ -80,6 +81,7 @@ HOMES = {
     "pull_scan": pull_scan,
     "offset_msg_ids_text": message,
     "decode_frame": remoting,
+    "next_frame": connection,
     "encode_frame_head": remoting,
     "send_header": send_header,
     "hold_messages": process_queue,

@@ -1,8 +1,10 @@
-"""decode_frame of the C extension against its pure-Python reference: the same RemotingCommand
-(every field, of the same type) for every frame, the same exception with the same message for
-bad ones. Headers are Hypothesis-drawn JSON objects (the fields RocketMQ sends, with values of
-every JSON type, extra keys, nested values) written compact and with escapes, whitespace and
-repeated keys, then cut, grown, bit-flipped, overwritten or given a lying header length.
+"""decode_frame and next_frame of the C extension against their pure-Python references: the
+same RemotingCommand (every field, of the same type) for every frame, the same exception with
+the same message for bad ones. Headers are Hypothesis-drawn JSON objects (the fields RocketMQ
+sends, with values of every JSON type, extra keys, nested values) written compact and with
+escapes, whitespace and repeated keys, then cut, grown, bit-flipped, overwritten or given a
+lying header length; next_frame reads them from a buffer of several, at any position, cut
+anywhere, with lying length prefixes.
 Skipped when the extension is not built.
 """
 
@@ -18,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native_decode import byte_damage, outcome
 
-from pocketmq.protocol import remoting
+from pocketmq.protocol import connection, remoting
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.properties import encode_properties
 from pocketmq.protocol.remoting import RemotingCommand
@@ -212,3 +214,69 @@ def test_a_long_header_is_decoded_off_the_stack() -> None:
     header = orjson.dumps({"code": 7, "remark": "r" * 5000, "extFields": {"k": "\u00e9" * 3000}})
     assert_same(frame_of(header, b""))
     assert remoting.decode_frame(frame_of(header, b"")).remark == "r" * 5000
+
+
+# --- next_frame: a connection's buffer, read from a position ------------------------------
+
+
+def assert_same_next(buf: bytearray, pos: int, max_frame: int) -> None:
+    before = bytes(buf)
+    native = outcome(speedups.next_frame, buf, pos, max_frame)
+    assert native == outcome(connection.next_frame_py, buf, pos, max_frame)
+    assert bytes(buf) == before
+    buf.append(0)  # neither left the buffer exported (a resize would raise BufferError)
+    del buf[-1]
+
+
+def test_next_frame_reference_is_registered() -> None:
+    assert speedups.REFERENCES["next_frame"] is connection.next_frame_py
+
+
+@given(st.data())
+def test_next_frame_of_buffers_of_frames(data: st.DataObject) -> None:
+    frames = [
+        frame_of(data.draw(header_texts()), data.draw(st.binary(max_size=20)))
+        for _ in range(data.draw(st.integers(1, 3)))
+    ]
+    if data.draw(st.booleans()):
+        frames[-1] = data.draw(damaged(frames[-1]))
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    if data.draw(st.booleans()):  # a prefix that lies about the length
+        at = data.draw(st.integers(0, len(stream) - 4))
+        stream = (
+            stream[:at]
+            + struct.pack(">i", data.draw(st.integers(-(1 << 31), (1 << 31) - 1)))
+            + stream[at + 4 :]
+        )
+    cut = data.draw(st.integers(0, len(stream)))
+    buf = bytearray(data.draw(st.binary(max_size=6)) + stream[:cut])
+    max_frame = data.draw(st.sampled_from([0, 3, 4, 5, 64, 1 << 20, (1 << 31) - 1, 1 << 40, -1]))
+    pos = data.draw(st.integers(0, len(buf) + 2))
+    assert_same_next(buf, pos, max_frame)
+
+
+@given(st.binary(max_size=40), st.integers(-2, 50), st.integers(-1, 80))
+def test_next_frame_of_random_bytes(raw: bytes, pos: int, max_frame: int) -> None:
+    assert_same_next(bytearray(raw), pos, max_frame)
+
+
+def test_next_frame_at_every_cut_of_a_stream() -> None:
+    first = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"body").encode()
+    second = RemotingCommand.request(RequestCode.HEART_BEAT, {}, b"").encode()
+    stream = first + second
+    for cut in range(len(stream) + 1):
+        for pos in (0, len(first)):
+            assert_same_next(bytearray(stream[:cut]), pos, 1 << 20)
+
+
+def test_next_frame_of_other_arguments() -> None:
+    frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"body").encode()
+    for buf in (frame, memoryview(frame)):
+        assert outcome(speedups.next_frame, buf, 0, 1 << 20) == outcome(
+            connection.next_frame_py, buf, 0, 1 << 20
+        )
+    assert_same_next(bytearray(frame), True, 1 << 20)  # a bool is off the fast path
+    got = speedups.next_frame(bytearray(frame), 0, 1 << 20)
+    assert got is not None and got[1] == len(frame) and got[0].body == b"body"
+    assert_same_next(bytearray(frame), 0, 1 << 20)
+    assert_same_next(bytearray(frame * 2), len(frame), 1 << 20)
