@@ -16,6 +16,16 @@ pages fills new pages without zeroing them, but costs a system call (~1.3 us her
 copy into a prefaulted page does not (BENCHMARKS.md, "Large appends through pwrite").
 ``flush`` calls fdatasync on the file descriptor, which writes back dirty pages however they
 were dirtied, and releases the GIL while it waits.
+
+The part of a mapping that is written from now on is advised MADV_RANDOM (``expect_writes``):
+without it, the first fault on a page that is not in the page cache also reads around it, up to
+the device's read_ahead_kb (8 MiB on this VM's disk), so faulting in one page of a fresh segment
+allocates and zero-fills megabytes at once: 18 ms of CPU in one system call every few MiB of
+appends, and the kernel here (preempt=none) gives that CPU to nobody meanwhile, not even a
+consumer woken on it (BENCHMARKS.md, "W4's tail: fault read-around"). A page faulted in alone
+costs more than one of a read-around batch (about 4 against 1.2 us here, mostly on the prefault
+thread): the price of never holding a CPU that long. The rest of a reopened file keeps the
+default read-ahead, which cold sequential reads (consumers catching up after a restart) need.
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ class MappedFile:
         "path",
         "policy",
         "prefaulted",
+        "random_from",
         "reserved",
         "store_timestamp",
         "wake_at",
@@ -99,6 +110,8 @@ class MappedFile:
         self._reserve_lock = threading.Lock()
         # The write position at which the prefault thread has work again (see reserve_ahead).
         self.wake_at = 0
+        # Where the mapping is advised MADV_RANDOM from (expect_writes); file_size: nowhere.
+        self.random_from = file_size
 
     @classmethod
     def create(
@@ -113,11 +126,13 @@ class MappedFile:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, file_size)
-            return cls(path, file_from_offset, file_size, fd, policy)
+            mf = cls(path, file_from_offset, file_size, fd, policy)
         except BaseException:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
+        mf.expect_writes(0)
+        return mf
 
     @classmethod
     def open(
@@ -144,6 +159,20 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
+
+    def expect_writes(self, pos: int) -> None:
+        """Advise the kernel that the mapping from ``pos`` on is written, page by page, rather
+        than read in sequence (MADV_RANDOM: a fault reads no pages around its own; see the
+        module docstring). Advice only: a kernel that refuses it changes nothing else."""
+        start = align_down(pos)
+        if start >= self.random_from or self.mm.closed:
+            return
+        try:
+            self.mm.madvise(mmap.MADV_RANDOM, start, self.random_from - start)
+        except (OSError, ValueError) as exc:  # ValueError: unmapped meanwhile (a deleted file)
+            log.debug("madvise(MADV_RANDOM) of %s refused: %s", self.path, exc)
+            return
+        self.random_from = start
 
     @property
     def file_end_offset(self) -> int:

@@ -1,0 +1,90 @@
+"""Which part of a mapping is advised MADV_RANDOM: a new file whole, a reopened one from where
+the prefault thread starts faulting it in, so that a fault reads nothing around its own page
+(mapped_file.py's docstring). Read from the kernel's own record of the advice: the ``rr`` flag
+in /proc/self/smaps of the mapping's VMAs."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import pytest
+from store_helpers import StoreFactory, msg, put_ok
+
+from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.reserve import COMMITLOG_RESERVE
+from waiting import wait_until_sync
+
+SIZE = 4 << 20
+PAGE = mmap.PAGESIZE
+
+
+def random_ranges(mf: MappedFile) -> list[tuple[int, int]]:
+    """The [start, end) file positions of mf's mapping whose VMAs carry the random advice."""
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        pytest.skip("needs Linux's /proc/self/smaps")
+    base, out = mf.address, []
+    vma: tuple[int, int] | None = None
+    for line in smaps.read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            vma = (lo, hi) if base <= lo < base + mf.file_size else None
+        elif head == "VmFlags:" and vma is not None and "rr" in line.split()[1:]:
+            out.append((vma[0] - base, vma[1] - base))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(out):
+        if merged and merged[-1][1] == lo:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def test_a_new_file_is_advised_random_whole(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / "f", 0, SIZE, COMMITLOG_RESERVE)
+    try:
+        assert random_ranges(mf) == [(0, SIZE)]
+    finally:
+        mf.close()
+
+
+def test_a_reopened_file_is_advised_from_where_it_is_written(tmp_path: Path) -> None:
+    MappedFile.create(tmp_path / "f", 0, SIZE, COMMITLOG_RESERVE).close()
+    mf = MappedFile.open(tmp_path / "f", 0, SIZE, COMMITLOG_RESERVE)
+    try:
+        assert random_ranges(mf) == []  # cold reads of what it holds keep their read-ahead
+        mf.expect_writes(5 * PAGE + 100)
+        assert random_ranges(mf) == [(5 * PAGE, SIZE)]
+        mf.expect_writes(9 * PAGE)  # already covered
+        assert random_ranges(mf) == [(5 * PAGE, SIZE)]
+        mf.expect_writes(2 * PAGE)  # earlier: the advice grows down
+        assert random_ranges(mf) == [(2 * PAGE, SIZE)]
+    finally:
+        mf.close()
+    mf.expect_writes(0)  # closed meanwhile (a file deleted by retention): nothing to advise
+
+
+def test_the_prefault_thread_advises_a_reopened_segment_from_its_write_position(
+    open_small: StoreFactory,
+) -> None:
+    store = open_small(mapped_file_size_commit_log=SIZE, message_index_enable=False)
+    for _ in range(20):
+        put_ok(store, msg(body=b"x" * 1000))
+    store.close()
+    store = open_small(mapped_file_size_commit_log=SIZE, message_index_enable=False)
+    segment = store.commitlog.mfq.last()
+    prefault = store.prefault
+    assert segment is not None and prefault is not None
+    put_ok(store, msg(body=b"y" * 100))
+    wait_until_sync(
+        lambda: not prefault.enabled or segment.prefaulted > segment.wrote_position,
+        10,
+        "the prefault thread to fault in the reopened segment",
+    )
+    if not prefault.enabled:
+        pytest.skip("the kernel refuses MADV_POPULATE_WRITE (Linux < 5.14)")
+    ranges = random_ranges(segment)
+    assert len(ranges) == 1 and ranges[0][1] == SIZE
+    assert 0 < ranges[0][0] <= segment.wrote_position - 1100  # the records before stay normal
