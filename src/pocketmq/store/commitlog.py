@@ -448,7 +448,7 @@ class CommitLog:
         # Segments fully written before the cut stay full; the last one continues at the cut.
         last = self.mfq.last()
         if last is not None and last.file_end_offset > process_offset >= last.file_from_offset:
-            last.wrote_position = last.flushed_position = process_offset - last.file_from_offset
+            last.resume_at(process_offset - last.file_from_offset)
         self.mfq.flushed_where = process_offset
         return process_offset
 

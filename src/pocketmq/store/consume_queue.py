@@ -289,7 +289,7 @@ class ConsumeQueue:
     def _fix_last_position(self, end_offset: int) -> None:
         last = self.mfq.last()
         if last is not None and last.file_from_offset <= end_offset < last.file_end_offset:
-            last.wrote_position = last.flushed_position = end_offset - last.file_from_offset
+            last.resume_at(end_offset - last.file_from_offset)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Drop units that point at or past phy_offset (the CommitLog was cut there)."""

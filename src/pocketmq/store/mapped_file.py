@@ -17,7 +17,8 @@ copy into a prefaulted page does not (BENCHMARKS.md, "Large appends through pwri
 ``flush`` calls fdatasync on the file descriptor, which writes back dirty pages however they
 were dirtied, and releases the GIL while it waits.
 
-The part of a mapping that is written from now on is advised MADV_RANDOM (``expect_writes``):
+The part of a mapping that is written from now on is advised MADV_RANDOM (``expect_writes``: a
+new file whole, a reopened one from where recovery resumes it, ``resume_at``):
 without it, the first fault on a page that is not in the page cache also reads around it, up to
 the device's read_ahead_kb (8 MiB on this VM's disk), so faulting in one page of a fresh segment
 allocates and zero-fills megabytes at once: 18 ms of CPU in one system call every few MiB of
@@ -159,6 +160,12 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
+
+    def resume_at(self, pos: int) -> None:
+        """Continue this segment at ``pos`` (recovery, a truncation): everything before it is
+        written and durable, and what follows is written from now on (``expect_writes``)."""
+        self.wrote_position = self.flushed_position = pos
+        self.expect_writes(pos)
 
     def expect_writes(self, pos: int) -> None:
         """Advise the kernel that the mapping from ``pos`` on is written, page by page, rather

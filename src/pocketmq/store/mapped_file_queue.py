@@ -259,7 +259,7 @@ class MappedFileQueue:
                         mf.destroy()
                         continue
                     mf.zero_from(pos, self.min_zero_run)
-                    mf.wrote_position = mf.flushed_position = pos
+                    mf.resume_at(pos)
                     keep.append(mf)
                 else:
                     log.warning("deleting segment %s past the recovered end %d", mf.path, offset)

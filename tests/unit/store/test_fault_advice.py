@@ -32,7 +32,7 @@ def random_ranges(mf: MappedFile) -> list[tuple[int, int]]:
             lo, hi = (int(x, 16) for x in head.split("-"))
             vma = (lo, hi) if base <= lo < base + mf.file_size else None
         elif head == "VmFlags:" and vma is not None and "rr" in line.split()[1:]:
-            out.append((vma[0] - base, vma[1] - base))
+            out.append((vma[0] - base, min(vma[1] - base, mf.file_size)))  # a last page
     merged: list[tuple[int, int]] = []
     for lo, hi in sorted(out):
         if merged and merged[-1][1] == lo:
@@ -88,3 +88,22 @@ def test_the_prefault_thread_advises_a_reopened_segment_from_its_write_position(
     ranges = random_ranges(segment)
     assert len(ranges) == 1 and ranges[0][1] == SIZE
     assert 0 < ranges[0][0] <= segment.wrote_position - 1100  # the records before stay normal
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["normal", "abnormal"])
+def test_recovery_advises_each_log_from_where_it_resumes(
+    open_small: StoreFactory, store_root: Path, abort: bool
+) -> None:
+    store = open_small(mapped_file_size_commit_log=SIZE, message_index_enable=False)
+    for _ in range(303):  # the last consume-queue file (10 units) and segment partly written
+        put_ok(store, msg(body=b"x" * 1000))
+    store.close()
+    if abort:
+        (store_root / "abort").touch()
+    store = open_small(mapped_file_size_commit_log=SIZE, message_index_enable=False)
+    assert store.last_exit_ok is not abort
+    cq = store.find_consume_queue("T", 0)
+    assert cq is not None
+    for mf in (cq.mfq.last(), store.commitlog.mfq.last()):
+        assert mf is not None and 0 < mf.wrote_position < mf.file_size
+        assert random_ranges(mf) == [(mf.wrote_position - mf.wrote_position % PAGE, mf.file_size)]
