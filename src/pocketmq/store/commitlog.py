@@ -444,11 +444,8 @@ class CommitLog:
         log.info(
             "commitlog recovered to %d (%d records checked): %s", process_offset, total, reason
         )
-        self.mfq.truncate_dirty(process_offset)
         # Segments fully written before the cut stay full; the last one continues at the cut.
-        last = self.mfq.last()
-        if last is not None and last.file_end_offset > process_offset >= last.file_from_offset:
-            last.resume_at(process_offset - last.file_from_offset)
+        self.mfq.truncate_dirty(process_offset)
         self.mfq.flushed_where = process_offset
         return process_offset
 

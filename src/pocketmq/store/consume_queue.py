@@ -272,7 +272,6 @@ class ConsumeQueue:
             if pos < mf.file_size:
                 break
         self.mfq.truncate_dirty(end_offset)
-        self._fix_last_position(end_offset)
         last = self.last_unit()
         self.max_physic_offset = last[0] + last[1] if last and last[1] != 0x7FFFFFFF else -1
         self.min_logic_offset = max(self.min_logic_offset, self.mfq.min_offset())
@@ -285,11 +284,6 @@ class ConsumeQueue:
                 break
             pos += CQ_UNIT_SIZE
         return pos
-
-    def _fix_last_position(self, end_offset: int) -> None:
-        last = self.mfq.last()
-        if last is not None and last.file_from_offset <= end_offset < last.file_end_offset:
-            last.resume_at(end_offset - last.file_from_offset)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Drop units that point at or past phy_offset (the CommitLog was cut there)."""
@@ -314,7 +308,6 @@ class ConsumeQueue:
                 phy_offset,
             )
             self.mfq.truncate_dirty(end_offset)
-            self._fix_last_position(end_offset)
         last = self.last_unit()
         self.max_physic_offset = last[0] + last[1] if last and last[1] != 0x7FFFFFFF else -1
 

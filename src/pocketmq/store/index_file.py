@@ -349,6 +349,10 @@ class IndexService:
                 continue
             mf = MappedFile.open(path, 0, size, INDEX_ENTRIES_RESERVE)
             self.files.append(IndexFile(mf, self.slot_num, self.index_num))
+        if self.files:
+            # Written and read at random places (slots by key hash): no read-around, as a new
+            # file has (mapped_file.py).
+            self.files[-1].mf.expect_writes(0)
 
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
         """The slot table (written at random) once it is wholly reserved, and the reserved

@@ -18,7 +18,8 @@ copy into a prefaulted page does not (BENCHMARKS.md, "Large appends through pwri
 were dirtied, and releases the GIL while it waits.
 
 The part of a mapping that is written from now on is advised MADV_RANDOM (``expect_writes``: a
-new file whole, a reopened one from where recovery resumes it, ``resume_at``):
+new file whole, a reopened log from where recovery resumes it, ``resume_at``; a reopened index
+file whole):
 without it, the first fault on a page that is not in the page cache also reads around it, up to
 the device's read_ahead_kb (8 MiB on this VM's disk), so faulting in one page of a fresh segment
 allocates and zero-fills megabytes at once: 18 ms of CPU in one system call every few MiB of

@@ -112,7 +112,6 @@ class PrefaultService:
                         lo = max(start, mf.prefaulted)
                         if lo >= end:
                             continue
-                        mf.expect_writes(lo)  # a file no recovery resumed (an index file)
                         hi = min(end, lo + _STEP)
                         if not populate(mf, lo, hi, advice):
                             self.enabled = False

@@ -101,9 +101,6 @@ def truncate_store(store: MessageStore, phy_offset: int) -> None:
         # and no record past the cut is dispatched afterwards.
         store.reput.pump()
         commitlog.mfq.truncate_dirty(phy_offset)
-        last = commitlog.mfq.last()
-        if last is not None and last.file_from_offset <= phy_offset < last.file_end_offset:
-            last.resume_at(phy_offset - last.file_from_offset)
         _sync_tail(commitlog.mfq)
         if store.flush_service is not None:
             store.flush_service.abandon_beyond(phy_offset)

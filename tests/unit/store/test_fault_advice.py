@@ -1,5 +1,5 @@
-"""Which part of a mapping is advised MADV_RANDOM: a new file whole, a reopened one from where
-the prefault thread starts faulting it in, so that a fault reads nothing around its own page
+"""Which part of a mapping is advised MADV_RANDOM: a new file whole, a reopened log from where
+recovery resumes it, a reopened index file whole, so that a fault reads nothing around its page
 (mapped_file.py's docstring). Read from the kernel's own record of the advice: the ``rr`` flag
 in /proc/self/smaps of the mapping's VMAs."""
 
@@ -66,7 +66,7 @@ def test_a_reopened_file_is_advised_from_where_it_is_written(tmp_path: Path) -> 
     mf.expect_writes(0)  # closed meanwhile (a file deleted by retention): nothing to advise
 
 
-def test_the_prefault_thread_advises_a_reopened_segment_from_its_write_position(
+def test_a_reopened_segment_being_prefaulted_is_advised_from_its_write_position(
     open_small: StoreFactory,
 ) -> None:
     store = open_small(mapped_file_size_commit_log=SIZE, message_index_enable=False)
@@ -107,3 +107,12 @@ def test_recovery_advises_each_log_from_where_it_resumes(
     for mf in (cq.mfq.last(), store.commitlog.mfq.last()):
         assert mf is not None and 0 < mf.wrote_position < mf.file_size
         assert random_ranges(mf) == [(mf.wrote_position - mf.wrote_position % PAGE, mf.file_size)]
+
+
+def test_a_reopened_index_file_is_advised_random_whole(open_small: StoreFactory) -> None:
+    store = open_small(mapped_file_size_commit_log=SIZE)
+    put_ok(store, msg(keys="k1"))
+    store.close()
+    store = open_small(mapped_file_size_commit_log=SIZE)
+    (index,) = store.index.files
+    assert random_ranges(index.mf) == [(0, index.mf.file_size)]
