@@ -287,19 +287,24 @@ store_be(unsigned char *p, uint64_t v, int width)
     }
 }
 
-/* Whether the record's unit is the queue's next one at `at`, and fits the mark; 1 yes, 0 no
- * (the call stops), -1 its transaction type keeps it out of consume queues. */
+/* Whether the record's unit is the queue's next one, at queue byte file_from + pos; 1 yes, 0
+ * no (the call stops), -1 its transaction type keeps it out of consume queues. The type is
+ * read first: the call stops only at a record that goes to a consume queue, as the
+ * reference's does (its caller relies on it). */
 static int
-unit_fields(PyObject *r, PyObject *topic, int64_t queue_id, int64_t at, int64_t *phy,
-            int64_t *size, int64_t *tags)
+unit_fields(PyObject *r, PyObject *topic, int64_t queue_id, int64_t file_from, int64_t pos,
+            int64_t *phy, int64_t *size, int64_t *tags)
 {
-    int64_t sys_flag, qid, qo;
+    int64_t sys_flag, qid, qo, at;
     if (pmq_int_attr(r, str_sys_flag, LLONG_MIN, LLONG_MAX, &sys_flag)) {
         return 0;
     }
     int64_t kind = sys_flag & TRANSACTION_MASK;
     if (kind != 0 && kind != TRANSACTION_COMMIT) {
         return -1;
+    }
+    if (__builtin_add_overflow(file_from, pos, &at)) {
+        return 0;
     }
     if (pmq_int_attr(r, str_queue_id, LLONG_MIN, LLONG_MAX, &qid) || qid != queue_id) {
         return 0;
@@ -351,14 +356,11 @@ pmq_consume_queue_put_requests(PyObject *module, PyObject *const *args, Py_ssize
     int64_t last_phy = 0, last_size = 0;
     Py_ssize_t i = (Py_ssize_t)start;
     for (; i < PyList_GET_SIZE(reqs); i++) {
-        int64_t at, phy, size, tags;
-        if (__builtin_add_overflow(file_from, pos, &at)) {
-            break;
-        }
+        int64_t phy, size, tags;
         PyObject *r = PyList_GET_ITEM(reqs, i);
         /* Held while its attributes are read: a property could shrink the list. */
         Py_INCREF(r);
-        int fits = unit_fields(r, topic, queue_id, at, &phy, &size, &tags);
+        int fits = unit_fields(r, topic, queue_id, file_from, pos, &phy, &size, &tags);
         Py_DECREF(r);
         if (fits < 0) {
             continue;

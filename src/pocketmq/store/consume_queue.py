@@ -59,7 +59,8 @@ def consume_queue_put_requests_py(
     """Write the units of reqs[start:] that continue the queue at byte ``pos`` of a file
     starting at queue byte ``file_from``, while they fit below ``limit`` (the reserved mark).
     Records that stay out of consume queues are passed over; the first record of another
-    queue, or whose unit is not the next one, or that does not fit, stops the call.
+    queue, or whose unit is not the next one, or that does not fit, stops the call: where it
+    stops is a record that goes to a consume queue, or the end.
 
     Returns (where it stopped, the new write position, the end in the CommitLog of the last
     record written or -1).
@@ -117,12 +118,12 @@ class ConsumeQueue:
 
     # --- writing --------------------------------------------------------------------
 
-    def put(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
-        """Write the unit for queue_offset; a unit already present is left alone."""
+    def put(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """Write the unit for queue_offset; a unit already present is left alone (False)."""
         expect = queue_offset * CQ_UNIT_SIZE
         current = self.mfq.max_offset()
         if expect < current:
-            return
+            return False
         fresh = not self.mfq.files
         if fresh:
             first_start = expect - expect % self.file_size
@@ -147,6 +148,7 @@ class ConsumeQueue:
         write_unit(mf.mm, mf.wrote_position, _UNIT.pack(phy_offset, size, tags_code))
         mf.wrote_position += CQ_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
+        return True
 
     def put_next(self, req: DispatchRequest) -> bool:
         """Write the unit of ``req`` (which goes to a consume queue) when it is the next one
@@ -167,10 +169,12 @@ class ConsumeQueue:
         self.max_physic_offset = end_phy
         return True
 
-    def put_requests(self, reqs: Sequence[DispatchRequest], start: int) -> int:
+    def put_requests(self, reqs: Sequence[DispatchRequest], start: int) -> tuple[int, int]:
         """``put`` for the records of reqs[start:] that belong to this queue, up to the first
-        record of another queue; returns its position (len(reqs) at the end). reqs[start] goes
-        to a consume queue; the records that stay out of them are passed over.
+        record of another queue; returns its position (len(reqs) at the end) and the queue
+        offset past the last unit written (-1 when none was: they were all present). reqs[start]
+        goes to a consume queue, and so does the record at the position returned; the records
+        that stay out of them are passed over.
 
         Raises:
             OSError: a file cannot be created or its blocks reserved (the units before it
@@ -178,25 +182,33 @@ class ConsumeQueue:
         """
         i = start
         n = len(reqs)
+        files = self.mfq.files
+        wrote = -1
         while i < n:
             r = reqs[i]
             if r.queue_id != self.queue_id or r.topic != self.topic:
                 break
-            # The next unit of a queue with files: writes, as many as fit the reservation.
-            if self.mfq.files and r.queue_offset * CQ_UNIT_SIZE == self.mfq.max_offset():
-                mf = self._writable()
-                j, mf.wrote_position, end_phy = consume_queue_put_requests(
-                    mf.mm, mf.wrote_position, mf.reserved, mf.file_from_offset,
-                    self.topic, self.queue_id, reqs, i,
-                )  # fmt: skip
-                if end_phy >= 0:
-                    self.max_physic_offset = end_phy
-                if j > i:
-                    i = next_queued(reqs, j)
-                    continue
-            self.put(r.phy_offset, r.size, r.tags_code, r.queue_offset)
+            # The next unit of a queue with files: written with those after it in one call,
+            # as many as fit the reservation (a run of a coalesced put is often one unit).
+            if files:
+                mf = files[-1]
+                if r.queue_offset * CQ_UNIT_SIZE == mf.file_from_offset + mf.wrote_position:
+                    if mf.wrote_position + CQ_UNIT_SIZE > mf.reserved:
+                        mf = self._writable()
+                    j, mf.wrote_position, end_phy = consume_queue_put_requests(
+                        mf.mm, mf.wrote_position, mf.reserved, mf.file_from_offset,
+                        self.topic, self.queue_id, reqs, i,
+                    )  # fmt: skip
+                    if end_phy >= 0:
+                        self.max_physic_offset = end_phy
+                        wrote = (mf.file_from_offset + mf.wrote_position) // CQ_UNIT_SIZE
+                    if j > i:
+                        i = j
+                        continue
+            if self.put(r.phy_offset, r.size, r.tags_code, r.queue_offset):
+                wrote = r.queue_offset + 1
             i = next_queued(reqs, i + 1)
-        return i
+        return i, wrote
 
     def _writable(self) -> MappedFile:
         """The file to write the next unit to, its blocks reserved (see mapped_file.py).

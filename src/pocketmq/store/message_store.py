@@ -314,21 +314,24 @@ class MessageStore:
         table = self.consume_queue_table
         listener = self.on_message_arrived
         i = next_queued(reqs, 0)
-        while i < len(reqs):
+        n = len(reqs)
+        while i < n:
             req = reqs[i]
             queues = table.get(req.topic)
             cq = queues.get(req.queue_id) if queues else None
             if cq is None:
                 cq = self._new_consume_queue(req.topic, req.queue_id)
-            before = cq.max_offset_in_queue()
+            # One wake-up per run of a queue's units: the waiters (pull hold, POP, schedule,
+            # timer) look at everything up to the offset they are given (a unit written
+            # before a failure included).
             try:
-                i = next_queued(reqs, cq.put_requests(reqs, i))
+                i, end = cq.put_requests(reqs, i)
+            except BaseException:
+                end = cq.max_offset_in_queue()
+                raise
             finally:
-                # One wake-up per run of a queue's units: the waiters (pull hold, POP,
-                # schedule, timer) look at everything up to the offset they are given.
-                after = cq.max_offset_in_queue()
-                if listener is not None and after > before:
-                    listener(req.topic, req.queue_id, after - 1)
+                if listener is not None and end > 0:
+                    listener(req.topic, req.queue_id, end - 1)
 
     def _dispatch_queue_table(self, reqs: list[DispatchRequest]) -> None:
         # A slave never puts: its next queue offsets come from what it replicates (a master's

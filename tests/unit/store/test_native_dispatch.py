@@ -182,7 +182,7 @@ def _queue_files(runs: list[list[DispatchRequest]], how: str, file_size: int) ->
                             cq.put(r.phy_offset, r.size, r.tags_code, r.queue_offset)
                         i += 1
                     elif r.topic == "T" and dispatch.goes_to_consume_queue(r.sys_flag):
-                        i = cq.put_requests(reqs, i)
+                        i, _ = cq.put_requests(reqs, i)
                     else:
                         i += 1
             files = {mf.path.name: bytes(mf.mm) for mf in cq.mfq.files}
@@ -191,6 +191,36 @@ def _queue_files(runs: list[list[DispatchRequest]], how: str, file_size: int) ->
             return files
     finally:
         consume_queue.consume_queue_put_requests = saved
+
+
+def test_consume_queue_units_stop_only_at_a_record_of_a_consume_queue() -> None:
+    """Where the call stops is a record that goes to a consume queue, or the end, even when the
+    queue byte overflows a C int64 (put_requests takes the position it returns as such)."""
+    prepared = SysFlag.TRANSACTION_PREPARED_TYPE
+    reqs = [
+        DispatchRequest("T", 0, 10, 1, 0, 1, 0, None, None, prepared),
+        DispatchRequest("T", 0, 11, 1, 0, 1, 0, None, None, 0),
+    ]
+    args = (20, 40, (1 << 63) - 10, "T", 0, reqs, 0)
+    expected = consume_queue.consume_queue_put_requests_py(bytearray(40), *args)
+    assert expected == (1, 20, -1)
+    assert speedups.consume_queue_put_requests(bytearray(40), *args) == expected
+
+
+def test_put_requests_tells_how_far_the_queue_was_written(tmp_path: Path) -> None:
+    """The queue offset past the last unit a run wrote, or -1 when every unit was present (a
+    pump over records already dispatched): the store wakes waiters only for what it wrote."""
+    cq = ConsumeQueue("T", 0, tmp_path, 7 * CQ_UNIT_SIZE)
+    cq.load()
+    try:
+        reqs = [DispatchRequest("T", 0, i * 50, 50, 0, 0, i, None, None, 0) for i in range(10)]
+        reqs.insert(3, DispatchRequest("U", 0, 999, 50, 0, 0, 0, None, None, 0))
+        assert cq.put_requests(reqs, 0) == (3, 3)
+        assert cq.put_requests(reqs, 4) == (11, 10)  # across a file
+        assert cq.put_requests(reqs, 4) == (11, -1)
+        assert cq.max_offset_in_queue() == 10
+    finally:
+        cq.close()
 
 
 @settings(deadline=None, max_examples=40)
