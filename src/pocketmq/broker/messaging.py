@@ -38,7 +38,7 @@ from pocketmq.errors import RequestError
 from pocketmq.pending import Pending, outcome_of, pending_of
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.fields import ANY_QUEUE, check_queue_id
-from pocketmq.protocol.message import MessageConst, MessageExt
+from pocketmq.protocol.message import TIMER_PROPERTIES, MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     FIRST_RETRY_DELAY_LEVEL,
@@ -52,6 +52,12 @@ from pocketmq.protocol.names import (
 )
 from pocketmq.protocol.topic_attributes import message_type_of
 from pocketmq.store import PutResult
+
+# What the half, timer and delay rules of a send read besides the sys flag's transaction
+# bits: a message with none of them (nearly every one) is left alone by all three.
+_RULED_PROPERTIES = frozenset(
+    (MessageConst.TRANSACTION_PREPARED, MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES)
+)
 
 
 def retries_spent(reconsume_times: int, max_reconsume_times: int) -> bool:
@@ -149,9 +155,14 @@ class MessagingService(ConsumingService):
         message_type = message_type_of(msg.properties)
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp((msg,))
-        if tx.is_half(msg):
-            return pending_of(self._prepared(msg, topic, protocol, message_type), self._preparing)
-        tx.make_visible(msg)
+        ruled = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE or not (
+            msg.properties.keys().isdisjoint(_RULED_PROPERTIES)
+        )
+        if ruled:
+            if tx.is_half(msg):
+                half = self._prepared(msg, topic, protocol, message_type)
+                return pending_of(half, self._preparing)
+            tx.make_visible(msg)
         if is_retry_topic(msg.topic):
             group = group_of_retry_topic(msg.topic)
             sub = self.group(group)
@@ -160,8 +171,9 @@ class MessagingService(ConsumingService):
             spent = retries_spent(msg.reconsume_times - 1, max_times)
             if spent or self.broker.locks.has_live_locks(group):
                 self._to_dead_letter(group, msg)
-        self.broker.timer.rewrite(msg)
-        self.broker.schedule.rewrite(msg)
+        if ruled:
+            self.broker.timer.rewrite(msg)
+            self.broker.schedule.rewrite(msg)
         return self._put([msg], topic, protocol, message_type)
 
     def send_batch(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
