@@ -51,6 +51,7 @@ from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import ConfigError
 from pocketmq.protocol import json_body
 from pocketmq.protocol.codes import RequestCode, ResponseCode
+from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting import (
     Dispatcher,
@@ -350,9 +351,12 @@ class Broker:
 
     def _on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
         self.pull_hold.notify(topic, queue_id, queue_offset)
-        self.schedule.on_message_arrived(topic, queue_id, queue_offset)
-        self.timer.on_message_arrived(topic, queue_id, queue_offset)
-        self.pop.on_message_arrived(topic, queue_id, queue_offset)
+        self.pop.notify(topic)
+        # The schedule and timer services read arrivals in their own topics only.
+        if topic == SCHEDULE_TOPIC:
+            self.schedule.on_message_arrived(topic, queue_id, queue_offset)
+        elif topic == TIMER_TOPIC:
+            self.timer.on_message_arrived(topic, queue_id, queue_offset)
 
     async def _sample_stats(self) -> int:
         return self.stats.sample()

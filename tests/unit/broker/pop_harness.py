@@ -61,7 +61,7 @@ class Broker:
             messaging, clock=clock,
         )  # fmt: skip
         self.pop.load()
-        self.store.on_message_arrived = self.pop.on_message_arrived
+        self.store.on_message_arrived = lambda topic, _queue_id, _offset: self.pop.notify(topic)
 
     async def start(self) -> None:
         if self.clock is None:

@@ -202,9 +202,6 @@ class PopService:
             oldest = self.store.get_max_offset_in_queue(self.revive_topic, 0)
         self.offsets.commit(REVIVE_GROUP, self.revive_topic, 0, oldest)
 
-    def on_message_arrived(self, topic: str, queue_id: int, queue_offset: int) -> None:
-        self.notify(topic)
-
     def notify(self, topic: str) -> None:
         """Pops waiting on ``topic`` look again."""
         for fut in self._waiters.pop(topic, ()):
