@@ -28,6 +28,10 @@ class PutStatus(enum.Enum):
     OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
+    # Members are singletons compared by identity; Enum's own __hash__ is a Python call, and
+    # every send's answer looks its status up (PUT_STATUS_CODES).
+    __hash__ = object.__hash__
+
 
 @dataclass(slots=True)
 class PutResult:
