@@ -29,10 +29,9 @@ class Pending(Generic[T]):
     """A result to come, or the exception that ended the work: ``then`` is called with it,
     once."""
 
-    __slots__ = ("then",)
-
-    def __init__(self) -> None:
-        self.then: Callable[[T | Exception], None] = _unclaimed
+    # A class default rather than an __init__: a send held for a coalesced put makes three
+    # of these, and a Python __init__ would be a frame each.
+    then: Callable[[T | Exception], None] = staticmethod(_unclaimed)
 
     def settle(self, outcome: T | Exception) -> None:
         """``then(outcome)``, looked up now: for a callback named before anyone took this (a
