@@ -15,7 +15,12 @@ from typing import Final
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError
 from pocketmq.protocol import native
-from pocketmq.protocol.remoting import DEFAULT_MAX_FRAME, RemotingCommand, decode_frame
+from pocketmq.protocol.remoting import (
+    DEFAULT_MAX_FRAME,
+    RemotingCommand,
+    decode_frame,
+    encode_frame_head,
+)
 
 
 class _Sentinel(enum.Enum):
@@ -115,12 +120,13 @@ class RemotingConnection:
         return b"".join(self.send_parts(cmd))
 
     def send_parts(self, cmd: RemotingCommand) -> tuple[bytes, bytes]:
-        """The bytes to write for cmd as (length prefix and header, body), for a vectored write.
+        """The bytes to write for cmd as (length prefix and header, body), for a vectored write:
+        the body is never copied into one buffer with its header.
 
         Raises:
             LocalProtocolError: cmd cannot be encoded or is larger than max_frame.
         """
-        head, body = cmd.encode_parts()
+        head, body = encode_frame_head(cmd), cmd.body
         if len(head) + len(body) - 4 > self.max_frame:
             raise LocalProtocolError(
                 f"frame of {len(head) + len(body)} bytes exceeds {self.max_frame}"

@@ -53,14 +53,12 @@ def put_response(
     if result.detail and code != ResponseCode.SUCCESS:
         remark = f"{remark} {result.detail}".strip()
     # A Java producer reads these into SendResult.regionId and traceOn.
-    ext: dict[str, object] = dict(region)
+    fields = dict(region)
     if result.phy_offsets:
-        ext |= {
-            "msgId": result.msg_ids_text,
-            "queueId": queue_id,
-            "queueOffset": result.queue_offset,
-        }
-    return cmd.response(code, remark or None, ext_fields=ext)
+        fields["msgId"] = result.msg_ids_text
+        fields["queueId"] = str(queue_id)
+        fields["queueOffset"] = str(result.queue_offset)
+    return cmd.answer(code, remark or None, fields)
 
 
 def unbatch(base: MessageExt) -> list[MessageExt]:
