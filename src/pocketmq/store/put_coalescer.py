@@ -54,8 +54,12 @@ class PutCoalescer:
         not held: holding it would only cost it an iteration per two puts. A put made outside
         any task (a remoting send, made in the read that brought it) is nobody's sequence."""
         if self._pending is None:
-            # get_running_loop makes a getpid system call on CPython 3.11: once an iteration.
-            self._loop = running = asyncio.get_running_loop()
+            # get_running_loop makes a getpid system call on CPython 3.11, once an iteration:
+            # at one send a read, once a send. The loop that took the last put is still this
+            # thread's when it is running (one loop a thread; puts come from the loop's thread).
+            running = self._loop
+            if running is None or not running.is_running():
+                self._loop = running = asyncio.get_running_loop()
             self._pending = []
             self._first = asyncio.current_task(running)
             running.call_soon(self._append_pending)
