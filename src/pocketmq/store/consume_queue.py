@@ -150,25 +150,6 @@ class ConsumeQueue:
         self.max_physic_offset = phy_offset + size
         return True
 
-    def put_next(self, req: DispatchRequest) -> bool:
-        """Write the unit of ``req`` (which goes to a consume queue) when it is the next one
-        and fits the last file's reservation: a single put's unit in one call. False when it
-        is not that case, nothing written (``put_requests`` takes it then)."""
-        files = self.mfq.files
-        if not files:
-            return False
-        mf = files[-1]
-        pos = mf.wrote_position
-        if req.queue_offset * CQ_UNIT_SIZE != mf.file_from_offset + pos:
-            return False
-        done, mf.wrote_position, end_phy = consume_queue_put_requests(
-            mf.mm, pos, mf.reserved, mf.file_from_offset, self.topic, self.queue_id, [req], 0
-        )
-        if not done:
-            return False
-        self.max_physic_offset = end_phy
-        return True
-
     def put_requests(self, reqs: Sequence[DispatchRequest], start: int) -> tuple[int, int]:
         """``put`` for the records of reqs[start:] that belong to this queue, up to the first
         record of another queue; returns its position (len(reqs) at the end) and the queue
@@ -182,12 +163,12 @@ class ConsumeQueue:
         """
         i = start
         n = len(reqs)
-        files = self.mfq.files
         wrote = -1
         while i < n:
             r = reqs[i]
             if r.queue_id != self.queue_id or r.topic != self.topic:
                 break
+            files = self.mfq.files
             # The next unit of a queue with files: written with those after it in one call,
             # as many as fit the reservation (a run of a coalesced put is often one unit).
             if files:

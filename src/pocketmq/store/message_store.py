@@ -417,24 +417,18 @@ class MessageStore:
 
     def _appended_one(self, result: PutResult, req: DispatchRequest) -> None:
         """``_appended`` for a put of one record (``CommitLog.put_one``): its consume-queue
-        unit and index entries written straight away when they need only a write, each
-        dispatcher's general path taking what they do not."""
+        unit and index entries written straight away, without the reput service's loop over
+        the dispatchers."""
         reput = self.reput
         if reput.reput_from != req.phy_offset:
             self._appended(result, [req])
             return
         self._wake_prefault()
         try:
-            if goes_to_consume_queue(req.sys_flag):
-                queues = self.consume_queue_table.get(req.topic)
-                cq = queues.get(req.queue_id) if queues else None
-                if cq is not None and cq.put_next(req):
-                    if self.on_message_arrived is not None:
-                        self.on_message_arrived(req.topic, req.queue_id, req.queue_offset)
-                else:
-                    self._dispatch_cq([req])
+            reqs = [req]
+            self._dispatch_cq(reqs)
             # A master's dispatch ends here: _dispatch_queue_table is a slave's, which never puts.
-            self._dispatch_index([req])
+            self._dispatch_index(reqs)
             reput.reput_from = result.next_offset
             reput.last_store_timestamp = req.store_timestamp
         except OSError as exc:
