@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from pathlib import Path
@@ -33,6 +34,7 @@ from pocketmq.store import GetStatus, MessageStore, PutStatus, TagFilter
 from pocketmq.store.commitlog import PWRITE_MIN, SCRATCH_KEPT
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.layout import is_offset_file_name
+from pocketmq.store.mapped_file import MappedFile
 
 
 def test_put_get_round_trip_of_every_field(open_small: StoreFactory) -> None:
@@ -99,6 +101,45 @@ def test_arrival_listener_sees_each_put_once_per_queue(open_small: StoreFactory)
     prepared = msg(topic="U", sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE)
     put_batch(store, [msg(queue_id=1), msg(queue_id=1), prepared, msg(topic="U", queue_id=2)])
     assert seen[2:] == [("T", 1, 4), ("U", 2, 0)]
+
+
+def test_a_queue_that_cannot_reserve_wakes_for_what_it_wrote_and_catches_up(
+    open_small: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consume queue whose next chunk cannot be reserved (disk full) mid-run keeps the units
+    written before it, and its waiters are told of them; the records stay in the CommitLog and
+    the next put's dispatch completes the queue."""
+    store = open_small()
+    seen: list[tuple[str, int, int]] = []
+    store.on_message_arrived = lambda t, q, o: seen.append((t, q, o))
+    put_ok(store, msg())
+    cq = store.find_consume_queue("T", 0)
+    assert cq is not None
+    last = cq.mfq.files[-1]
+    last.reserved = last.wrote_position + 20  # room for one more unit
+
+    reserve = MappedFile.reserve
+
+    def no_space_there(mf: MappedFile, end: int) -> None:
+        if mf is last:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        reserve(mf, end)
+
+    monkeypatch.setattr(MappedFile, "reserve", no_space_there)
+    assert put_batch(store, [msg(body=b"a"), msg(body=b"b"), msg(body=b"c")]).ok
+    assert cq.max_offset_in_queue() == 2
+    assert seen == [("T", 0, 0), ("T", 0, 1)]
+    monkeypatch.undo()
+    put_ok(store, msg(body=b"d"))
+    assert cq.max_offset_in_queue() == 5
+    assert seen[-1] == ("T", 0, 4)
+    assert [decode_message(r).body for r in read_queue(store, "T", 0)] == [
+        b"body",
+        b"a",
+        b"b",
+        b"c",
+        b"d",
+    ]
 
 
 def test_batch_gets_consecutive_offsets_and_contiguous_records(open_small: StoreFactory) -> None:
