@@ -26,7 +26,7 @@ from pathlib import Path
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import PocketMQError
 from pocketmq.jsonfile import PersistedJson, read_json
-from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag, delay_level
 from pocketmq.protocol.names import SCHEDULE_TOPIC
 from pocketmq.store import MessageStore
 from pocketmq.tasks import cancel_and_wait, run_when_due
@@ -35,13 +35,6 @@ log = logging.getLogger(__name__)
 
 # A put that fails (disk full, store closing) is retried after this, from the same message.
 RETRY_AFTER_FAILURE_MS = 10_000
-
-
-def delay_level(msg: MessageExt) -> int:
-    try:
-        return int(msg.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
-    except ValueError:
-        return 0
 
 
 def already_delivered(store: MessageStore, parked: MessageExt, now_ms: int) -> bool:
@@ -128,7 +121,7 @@ class ScheduleMessageService(PersistedJson):
     def rewrite(self, msg: MessageExt) -> None:
         """Send a delayed message to its level's schedule queue (levels above the last are
         clamped to it); a message with no or a non-positive level is left alone."""
-        level = delay_level(msg)
+        level = delay_level(msg.properties)
         tx = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE
         if level <= 0 or tx not in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
             return

@@ -107,21 +107,23 @@ TIMER_PROPERTIES: Final = (
 )
 
 
+def delay_level(properties: dict[str, str]) -> int:
+    """The DELAY level a message asks for; 0 for none, and for a level that is not a number
+    (as the store reads it)."""
+    try:
+        return int(properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
+    except ValueError:
+        return 0
+
+
 def delay_property(properties: dict[str, str]) -> str | None:
     """The property by which a message asks for a later delivery, if any: a positive DELAY
-    level (a level that is not a number counts as none, as the store reads it) or a non-empty
-    timer property."""
-    for name in (MessageConst.DELAY_TIME_LEVEL, *TIMER_PROPERTIES):
-        value = properties.get(name)
-        if not value:
-            continue
-        if name != MessageConst.DELAY_TIME_LEVEL:
+    level or a non-empty timer property."""
+    if delay_level(properties) > 0:
+        return MessageConst.DELAY_TIME_LEVEL
+    for name in TIMER_PROPERTIES:
+        if properties.get(name):
             return name
-        try:
-            if int(value) > 0:
-                return name
-        except ValueError:
-            pass
     return None
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag
+from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag, delay_level
 from pocketmq.protocol.names import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -57,7 +57,7 @@ def is_half(msg: MessageExt) -> bool:
         _tran_msg(msg)
         or SysFlag.transaction_value(msg.sys_flag) == SysFlag.TRANSACTION_PREPARED_TYPE
     )
-    old_retry = msg.reconsume_times > 0 and _delay_level(msg) > 0
+    old_retry = msg.reconsume_times > 0 and delay_level(msg.properties) > 0
     return prepared and not old_retry
 
 
@@ -90,13 +90,6 @@ def make_visible(msg: MessageExt) -> None:
     kind = SysFlag.transaction_value(msg.sys_flag)
     if kind in (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
         msg.sys_flag = with_transaction_type(msg.sys_flag, SysFlag.TRANSACTION_NOT_TYPE)
-
-
-def _delay_level(msg: MessageExt) -> int:
-    try:
-        return int(msg.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
-    except ValueError:
-        return 0
 
 
 def half_of(msg: MessageExt) -> MessageExt:
