@@ -60,11 +60,29 @@ _RULED_PROPERTIES = frozenset(
 )
 
 
+def _ruled(msg: MessageExt) -> bool:
+    """Whether the half, timer or delay rules of a send read ``msg``."""
+    return bool(msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) or not (
+        msg.properties.keys().isdisjoint(_RULED_PROPERTIES)
+    )
+
+
+def plain_send(msg: MessageExt) -> bool:
+    """Whether ``send_now`` would store ``msg`` as it came, but for the stamps: no
+    transaction, timer, delay or retry-topic rule applies (nearly every send)."""
+    return not _ruled(msg) and not is_retry_topic(msg.topic)
+
+
 def retries_spent(reconsume_times: int, max_reconsume_times: int) -> bool:
     """Whether a message that failed after ``reconsume_times`` earlier retries goes to the
     dead-letter queue instead of another retry (it has been delivered reconsume_times + 1
     times; ``max_reconsume_times`` retries are allowed)."""
     return reconsume_times >= max_reconsume_times
+
+
+def _settle_each(deferred: list[tuple[Pending[PutResult], PutResult]]) -> None:
+    for later, result in deferred:
+        later.then(result)
 
 
 class MessagingService(ConsumingService):
@@ -155,9 +173,7 @@ class MessagingService(ConsumingService):
         message_type = message_type_of(msg.properties)
         # A half carries the stamps too: its commit re-puts it as it was sent.
         self.stamp((msg,))
-        ruled = msg.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE or not (
-            msg.properties.keys().isdisjoint(_RULED_PROPERTIES)
-        )
+        ruled = _ruled(msg)
         if ruled:
             if tx.is_half(msg):
                 half = self._prepared(msg, topic, protocol, message_type)
@@ -175,6 +191,19 @@ class MessagingService(ConsumingService):
             self.broker.timer.rewrite(msg)
             self.broker.schedule.rewrite(msg)
         return self._put([msg], topic, protocol, message_type)
+
+    def send_run(
+        self, msgs: list[MessageExt], protocol: Protocol = Protocol.REMOTING
+    ) -> list[PutResult | Pending[PutResult] | Exception]:
+        """Store sends that are all ``plain_send``, each a put of its own, made together (a
+        read's sends): what ``send_now`` gives for each, or the exception that ended it, in
+        one pass and one append."""
+        self.stamp(msgs)
+        return self._put_units(
+            [[msg] for msg in msgs],
+            [(msg.topic, message_type_of(msg.properties)) for msg in msgs],
+            protocol,
+        )
 
     def send_batch(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
         """Store a batch as one append (no delays in a batch: the edge refuses them); answered
@@ -197,24 +226,61 @@ class MessagingService(ConsumingService):
     def _put(
         self, msgs: list[MessageExt], topic: str, protocol: Protocol, message_type: str
     ) -> PutResult | Pending[PutResult]:
-        """Append a producer's send (the store's ``put_coalesced``) and count it in ``topic``'s
-        put statistics once stored; answered as ``send_now`` is. When it woke consumers parked
-        on its queues (long-polling pulls, pops), they answer before the send does: answering
-        the producer first would put its response's write (a loopback write wakes the
-        producer) ahead of every delivery, and end-to-end latency is what a parked consumer is
-        there for (BENCHMARKS.md, "Consumers first")."""
+        """One put of ``_put_units``: its outcome, an exception raised."""
+        outcome = self._put_units([msgs], [(topic, message_type)], protocol)[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _put_units(
+        self, units: list[list[MessageExt]], counted_as: list[tuple[str, str]], protocol: Protocol
+    ) -> list[PutResult | Pending[PutResult] | Exception]:
+        """Append producers' puts (the store's ``put_coalesced``), each counted once stored in
+        the put statistics of its (topic it was sent to, message type); each answered as
+        ``send_now`` is. When they woke consumers parked on their queues (long-polling pulls,
+        pops), those answer before the sends do: answering a producer first would put its
+        response's write (a loopback write wakes the producer) ahead of every delivery, and
+        end-to-end latency is what a parked consumer is there for (BENCHMARKS.md, "Consumers
+        first")."""
         woken = self._woken()
-        result = self.store.put_coalesced(msgs)
-        if isinstance(result, PutResult):
-            self._count(result, topic, protocol, message_type)
-            if self._woken() == woken:
-                return result
-            after: Pending[PutResult] = Pending()
-            asyncio.get_running_loop().call_soon(after.settle, result)
-            return after
-        later: Pending[PutResult] = Pending()
-        result.then = functools.partial(self._put_done, woken, topic, protocol, message_type, later)
-        return later
+        try:
+            outcomes = self.store.put_coalesced(units)
+        except Exception as exc:  # nothing was appended: every put ends with it
+            return [exc] * len(units)
+        # Puts stored at once are counted together, one count per topic and type.
+        counts: dict[tuple[str, str], list[int]] = {}
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, PutResult):
+                if outcome.ok:
+                    count = counts.get(counted_as[i])
+                    if count is None:
+                        counts[counted_as[i]] = [outcome.msg_num, outcome.wrote_bytes, 1]
+                    else:
+                        count[0] += outcome.msg_num
+                        count[1] += outcome.wrote_bytes
+                        count[2] += 1
+            elif isinstance(outcome, Pending):
+                topic, message_type = counted_as[i]
+                later: Pending[PutResult] = Pending()
+                outcome.then = functools.partial(
+                    self._put_done, woken, topic, protocol, message_type, later
+                )
+                outcomes[i] = later
+        try:
+            for (topic, message_type), (nums, size, times) in counts.items():
+                self.stats.on_put(topic, nums, size, protocol, message_type, times)
+        except Exception as exc:  # the sends stored at once end with it, as any send would
+            return [exc if isinstance(o, PutResult) else o for o in outcomes]
+        if self._woken() != woken:
+            deferred: list[tuple[Pending[PutResult], PutResult]] = []
+            for i, outcome in enumerate(outcomes):
+                if isinstance(outcome, PutResult):
+                    after: Pending[PutResult] = Pending()
+                    deferred.append((after, outcome))
+                    outcomes[i] = after
+            if deferred:
+                asyncio.get_running_loop().call_soon(_settle_each, deferred)
+        return outcomes
 
     def _put_done(
         self, woken: int, topic: str, protocol: Protocol, message_type: str,

@@ -117,6 +117,26 @@ class TimedDispatcher(Dispatcher):
         except RequestError as exc:
             self._observe(cmd.code, exc.code, start)
             raise
+        return self._timing(cmd, result, start)
+
+    def handle_run(
+        self, channel: RemotingChannel, cmds: list[RemotingCommand]
+    ) -> list[HandlerResult | Exception]:
+        """Each request of the run timed from the run's start."""
+        start = time.perf_counter()
+        results = super().handle_run(channel, cmds)
+        timed: list[HandlerResult | Exception] = []
+        for cmd, result in zip(cmds, results, strict=True):
+            if isinstance(result, Exception):
+                if isinstance(result, RequestError):
+                    self._observe(cmd.code, result.code, start)
+                timed.append(result)
+            else:
+                timed.append(self._timing(cmd, result, start))
+        return timed
+
+    def _timing(self, cmd: RemotingCommand, result: HandlerResult, start: float) -> HandlerResult:
+        """``result``, observed when its response is ready."""
         if isinstance(result, RemotingCommand):
             self._observe(cmd.code, result.code, start)
         elif isinstance(result, Pending):

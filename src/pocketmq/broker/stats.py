@@ -223,18 +223,19 @@ class BrokerStatsManager:
 
     def on_put(
         self, topic: str, nums: int, size: int, protocol: int = Protocol.REMOTING,
-        message_type: str = TopicMessageType.NORMAL,
+        message_type: str = TopicMessageType.NORMAL, times: int = 1,
     ) -> None:  # fmt: skip
-        """A producer's put of ``nums`` messages of one type, ``size`` bytes, stored in one
-        append (SendMessageProcessor: incTopicPutNums, incTopicPutSize, incBrokerPutNums)."""
+        """A producer's ``times`` puts of ``nums`` messages of one type in all, ``size``
+        bytes (SendMessageProcessor: incTopicPutNums, incTopicPutSize, incBrokerPutNums, once
+        a put)."""
         items = self._put_items.get(topic)
         if items is None:
             items = self._put_items[topic] = (
                 self._topic_put_nums.item(topic), self._topic_put_size.item(topic)
             )  # fmt: skip
-        items[0].add(nums, 1, protocol, message_type)
-        items[1].add(size, 1, protocol, message_type)
-        self._broker_put.add(nums, 1)
+        items[0].add(nums, times, protocol, message_type)
+        items[1].add(size, times, protocol, message_type)
+        self._broker_put.add(nums, times)
         self.put_total += nums
         self.put_size_total += size
 

@@ -21,6 +21,10 @@ the callers those answers woke) are written together, in order, when the iterati
 read that brings several requests holds its first answer too: the answers of all of them go
 in one write once what they wait for has run (the coalesced put whose callback answers the held
 sends, the tasks of the others; BENCHMARKS.md, "One write for a read's answers").
+
+A handler that takes runs (``TakesRuns``: the broker's dispatcher, for single sends) is given a
+read's consecutive requests of one of its run codes together, still in the order they came
+among the read's other requests, and answers each as it would have alone.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
 from pocketmq.pending import Pending
@@ -49,6 +53,24 @@ HandlerResult = (
     RemotingCommand | None | Pending[RemotingCommand] | Awaitable[RemotingCommand | None]
 )
 RequestHandler = Callable[["RemotingChannel", RemotingCommand], HandlerResult]
+# A run of requests of one code taken at once: a result (or the exception that refused it)
+# for each request, in order.
+RunHandler = Callable[["RemotingChannel", list[RemotingCommand]], list[HandlerResult | Exception]]
+
+
+@runtime_checkable
+class TakesRuns(Protocol):
+    """A request handler that also takes a read's consecutive requests of some codes as one
+    run (``handle_run``): the sends of a pipelining producer share one pass through the
+    broker's layers instead of a pass each (BENCHMARKS.md, "A read's sends as one run")."""
+
+    run_codes: frozenset[int]
+
+    def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult: ...
+
+    def handle_run(
+        self, channel: RemotingChannel, cmds: list[RemotingCommand]
+    ) -> list[HandlerResult | Exception]: ...
 
 
 class UnsupportedCodes:
@@ -94,6 +116,8 @@ class RemotingChannel(asyncio.Protocol):
         on_close: Callable[[RemotingChannel], None] | None = None,
     ) -> None:
         self.handler = handler
+        # The handler when it takes runs of requests (checked once: a Protocol check is dear).
+        self._runs = handler if isinstance(handler, TakesRuns) else None
         self.on_close = on_close
         self.conn = RemotingConnection(max_frame)
         self.transport: asyncio.Transport | None = None
@@ -135,6 +159,9 @@ class RemotingChannel(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         requests = 0
+        # Consecutive requests of one code the handler takes as a run, not yet handled.
+        run: list[RemotingCommand] = []
+        run_codes = self._runs.run_codes if self._runs is not None else frozenset()
         try:
             self.conn.receive_data(data)
             while (cmd := self.conn.next_command()) is not NEED_DATA:
@@ -143,13 +170,25 @@ class RemotingChannel(asyncio.Protocol):
                     request = self._pending.pop(cmd.opaque, None)
                     if request is not None and not request[0].done():
                         request[0].set_result(cmd)
+                    continue
+                requests += 1
+                if requests == 1:
+                    # More in this read: its answers are written together when it is done.
+                    self._reading = self.conn.buffered > 0
+                if run and cmd.code != run[0].code:
+                    self._handle_run(run)  # handled in the order they came
+                    run = []
+                if cmd.code in run_codes:
+                    run.append(cmd)
                 else:
-                    requests += 1
-                    if requests == 1:
-                        # More in this read: its answers are written together when it is done.
-                        self._reading = self.conn.buffered > 0
                     self._handle(cmd)
+            if len(run) > 1:
+                self._handle_run(run)
+            elif run:  # a lone request: a call less
+                self._handle(run[0])
         except RemoteProtocolError as exc:
+            if run:
+                self._handle_run(run)  # the requests before the bad frame are answered
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
         finally:
@@ -203,6 +242,31 @@ class RemotingChannel(asyncio.Protocol):
         except Exception as exc:  # a request boundary: answer, keep serving
             self._fail(cmd, exc)
             return
+        self._take(cmd, result)
+
+    def _handle_run(self, run: list[RemotingCommand]) -> None:
+        """Hand a run of requests to the handler at once; each is answered as ``_handle``
+        answers one (a lone request is handled alone)."""
+        if len(run) == 1:
+            self._handle(run[0])
+            return
+        assert self._runs is not None
+        try:
+            results = self._runs.handle_run(self, run)
+            if len(results) != len(run):
+                raise RuntimeError(f"{len(results)} results for a run of {len(run)} requests")
+        except Exception as exc:  # a request boundary, for each of the run
+            for cmd in run:
+                self._fail(cmd, exc)
+            return
+        for cmd, result in zip(run, results, strict=True):
+            if isinstance(result, Exception):
+                self._fail(cmd, result)
+            else:
+                self._take(cmd, result)
+
+    def _take(self, cmd: RemotingCommand, result: HandlerResult) -> None:
+        """Answer ``cmd`` with what its handler gave, now or once it is ready."""
         if isinstance(result, RemotingCommand):
             self._answer(cmd, result)
         elif isinstance(result, Pending):

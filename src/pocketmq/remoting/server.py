@@ -18,6 +18,7 @@ from pocketmq.remoting.channel import (
     HandlerResult,
     RemotingChannel,
     RequestHandler,
+    RunHandler,
     UnsupportedCodes,
 )
 
@@ -33,15 +34,31 @@ class Dispatcher:
     def __init__(self) -> None:
         self.handlers: dict[int, RequestHandler] = {}
         self.unsupported = UnsupportedCodes()
+        # Codes whose consecutive requests in a read are handled as one run (TakesRuns).
+        self.run_handlers: dict[int, RunHandler] = {}
+        self.run_codes: frozenset[int] = frozenset()
 
-    def register(self, code: int, handler: RequestHandler) -> None:
+    def register(self, code: int, handler: RequestHandler, run: RunHandler | None = None) -> None:
+        """``handler`` for requests of ``code``; ``run``, when given, for a run of them read
+        together (it answers each as ``handler`` would)."""
         self.handlers[int(code)] = handler
+        if run is not None:
+            self.run_handlers[int(code)] = run
+        else:
+            self.run_handlers.pop(int(code), None)
+        self.run_codes = frozenset(self.run_handlers)
 
     def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return self.unsupported.refuse(channel, cmd, f" request type {cmd.code} not supported")
         return handler(channel, cmd)
+
+    def handle_run(
+        self, channel: RemotingChannel, cmds: list[RemotingCommand]
+    ) -> list[HandlerResult | Exception]:
+        """A run of requests of one of ``run_codes``."""
+        return self.run_handlers[cmds[0].code](channel, cmds)
 
 
 class RemotingServer:

@@ -464,14 +464,20 @@ class MessageStore:
         FLUSH_DISK_TIMEOUT), unless the first message says WAIT=false."""
         return await self.flushed(self.append(msgs), msgs)
 
-    def put_coalesced(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
-        """``put_messages``, appended in one CommitLog put with the other ``put_coalesced``
-        calls of this event-loop iteration (see PutCoalescer): for producers' sends, which
-        arrive many at once when several are in flight. The result itself when nothing is
-        left to wait for (the iteration's first put, under ASYNC_FLUSH without a slave to
-        wait for), else a Pending of it: a send that needs no wait needs no coroutine, and
-        one held needs no task."""
-        return self.coalescer.append(msgs)
+    def put_coalesced(
+        self, units: list[list[MessageExt]]
+    ) -> list[PutResult | Pending[PutResult] | Exception]:
+        """``put_messages`` of each unit, appended in one CommitLog put with the other
+        ``put_coalesced`` units of this event-loop iteration (see PutCoalescer): for producers'
+        sends, which arrive many at once when several are in flight. Each unit's result itself
+        when nothing is left to wait for (an iteration's first puts, under ASYNC_FLUSH without
+        a slave to wait for), the exception its acknowledgement raised, or else a Pending of
+        either: a send that needs no wait needs no coroutine, and one held needs no task.
+
+        Raises:
+            Exception: what the append at once raised (then nothing was appended).
+        """
+        return self.coalescer.append_run(units)
 
     async def flushed(self, result: PutResult, msgs: list[MessageExt]) -> PutResult:
         """``result`` of ``append(msgs)`` once its records are durable (SYNC_FLUSH) and on a

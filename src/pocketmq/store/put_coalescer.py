@@ -44,15 +44,23 @@ class PutCoalescer:
         self._first: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def append(self, msgs: list[MessageExt]) -> PutResult | Pending[PutResult]:
-        """Append ``msgs`` (what ``MessageStore.append`` takes): the first put of an iteration
-        at once (a lone send waits for nothing), later ones when the iteration ends, together.
-        The acknowledged result when nothing is left to wait for, else a Pending of it (or of
-        the exception that ended the put): the puts held in an iteration are answered from
-        the callback that appends them, with no task or future each. A task that puts again
-        before anyone else did (one caller's sequence of sends: a gRPC request's messages) is
-        not held: holding it would only cost it an iteration per two puts. A put made outside
-        any task (a remoting send, made in the read that brought it) is nobody's sequence."""
+    def append_run(
+        self, units: list[list[MessageExt]]
+    ) -> list[PutResult | Pending[PutResult] | Exception]:
+        """Append puts (each what ``MessageStore.append`` takes) made together, in their order:
+        an iteration's first puts at once, in one CommitLog put (a lone send waits for
+        nothing: no timer, no batch size to fill), later ones together when the iteration
+        ends. Each put's acknowledged result when nothing is left to wait for, the exception
+        its acknowledgement raised, or else a Pending of either: the puts held in an iteration
+        are answered from the callback that appends them, with no task or future each. A task
+        that puts again before anyone else did (one caller's sequence of sends: a gRPC
+        request's messages) is not held: holding it would only cost it an iteration per two
+        puts. A put made outside any task (a remoting send, made in the read that brought it)
+        is nobody's sequence.
+
+        Raises:
+            Exception: what the append at once raised (then nothing was appended).
+        """
         if self._pending is None:
             # get_running_loop makes a getpid system call on CPython 3.11, once an iteration:
             # at one send a read, once a send. The loop that took the last put is still this
@@ -66,10 +74,19 @@ class PutCoalescer:
         else:
             task = asyncio.current_task(self._loop)
             if self._pending or task is None or task is not self._first:
-                held: Pending[PutResult] = Pending()
-                self._pending.append((msgs, held))
+                held: list[PutResult | Pending[PutResult] | Exception] = []
+                for msgs in units:
+                    later: Pending[PutResult] = Pending()
+                    self._pending.append((msgs, later))
+                    held.append(later)
                 return held
-        return self._acknowledge(self._append_units([msgs])[0], msgs)
+        out: list[PutResult | Pending[PutResult] | Exception] = []
+        for msgs, result in zip(units, self._append_units(units), strict=True):
+            try:
+                out.append(self._acknowledge(result, msgs))
+            except Exception as exc:  # that put's answer; the others go on
+                out.append(exc)
+        return out
 
     def _append_pending(self) -> None:
         pending, self._pending, self._first = self._pending, None, None

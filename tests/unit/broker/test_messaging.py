@@ -18,7 +18,7 @@ from pocketmq.broker.stats import Protocol
 from pocketmq.broker.topics import TopicConfigManager
 from pocketmq.clock import FakeClock
 from pocketmq.errors import RequestError
-from pocketmq.pending import outcome_of
+from pocketmq.pending import Pending, outcome_of
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.message import MessageConst, MessageExt
 from pocketmq.protocol.names import SCHEDULE_TOPIC, dlq_topic, retry_topic
@@ -248,3 +248,70 @@ async def test_statistics_count_each_send_pull_and_send_back_once(
     # The retry copy counts in the store's totals, not in any topic's puts.
     assert stats.put_total == 5
     assert stats.item("TOPIC_PUT_NUMS", retry_topic(GROUP)) is None
+
+
+def _plain(body: bytes, queue_id: int = 0, **props: str) -> MessageExt:
+    return MessageExt(topic=TOPIC, body=body, queue_id=queue_id, properties=dict(props))
+
+
+async def test_a_run_of_sends_is_one_append_each_with_its_answer_and_count(
+    service: MessagingService,
+) -> None:
+    fifo = {MessageConst.SHARDING_KEY: "k"}
+    run = [_plain(b"1"), _plain(b"2", 1), _plain(b"3", **fifo), _plain(b"4")]
+    appends: list[int] = []
+    put = service.store.commitlog.put
+
+    def counted(msgs: list[MessageExt]) -> object:
+        appends.append(len(msgs))
+        return put(msgs)
+
+    service.store.commitlog.put = counted  # type: ignore[method-assign,assignment]
+    outcomes = service.send_run(run)
+    assert appends == [4]
+    assert all(isinstance(o, PutResult) and o.ok for o in outcomes)
+    results = [o for o in outcomes if isinstance(o, PutResult)]
+    assert [r.queue_offset for r in results] == [0, 0, 1, 2]
+    offsets = [r.phy_offsets[0] for r in results]
+    assert offsets == sorted(offsets)  # appended in the run's order
+    assert [_last(service, TOPIC, 0).body, _last(service, TOPIC, 1).body] == [b"4", b"2"]
+    # Every message stamped as a single send is.
+    assert _last(service, TOPIC, 0).properties[MessageConst.CLUSTER]
+    # One count a put, each under its message type, with one call per type.
+    put_nums = service.stats.item("TOPIC_PUT_NUMS", TOPIC)
+    assert put_nums is not None and (put_nums.value, put_nums.times) == (4, 4)
+    assert put_nums.by_labels == {(Protocol.REMOTING, "NORMAL"): 3, (Protocol.REMOTING, "FIFO"): 1}
+
+
+async def test_a_run_that_wakes_a_held_pull_lets_it_answer_first(
+    service: MessagingService,
+) -> None:
+    pull = asyncio.create_task(service.pull(PullQuery(GROUP, TOPIC, 0, 0, 32), hold_ms=30_000))
+    await asyncio.sleep(0)  # let it park
+    answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    seen: list[tuple[bool, bool]] = []  # (the answer's put ok, the pull already answered)
+
+    def answer(outcome: PutResult | Exception) -> None:
+        seen.append((isinstance(outcome, PutResult) and outcome.ok, pull.done()))
+        if len(seen) == 2:
+            answered.set_result(None)
+
+    for outcome in service.send_run([_plain(b"a"), _plain(b"b")]):
+        assert isinstance(outcome, Pending)  # not at once: the pull it woke goes first
+        outcome.then = answer
+    await asyncio.wait_for(answered, 5)  # a guard against a hang
+    assert seen == [(True, True), (True, True)]
+    assert pull.result().status is GetStatus.FOUND
+    # With nobody parked, a run's answers are there at once.
+    assert all(isinstance(o, PutResult) for o in service.send_run([_plain(b"c"), _plain(b"d")]))
+
+
+async def test_a_run_the_store_refuses_is_answered_for_each_send(
+    service: MessagingService,
+) -> None:
+    service.store.disk_full = True
+    outcomes = service.send_run([_plain(b"a"), _plain(b"b")])
+    assert [o.status.name for o in outcomes if isinstance(o, PutResult)] == [
+        "SERVICE_NOT_AVAILABLE", "SERVICE_NOT_AVAILABLE",
+    ]  # fmt: skip
+    assert service.stats.item("TOPIC_PUT_NUMS", TOPIC) is None  # nothing stored, nothing counted

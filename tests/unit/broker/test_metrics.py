@@ -31,6 +31,37 @@ from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.protocol.topic_attributes import TopicMessageType
 
 
+async def test_each_request_of_a_run_is_timed_with_its_response_code() -> None:
+    latency = RpcLatency()
+    dispatcher = TimedDispatcher(latency)
+    channel: Any = SimpleNamespace(peer="127.0.0.1:1")
+    later: Pending[RemotingCommand] = Pending()
+
+    def run(ch: Any, cmds: list[RemotingCommand]) -> list[Any]:
+        return [
+            cmds[0].response(ResponseCode.SUCCESS),
+            RequestError(ResponseCode.NO_PERMISSION, "no"),
+            RuntimeError("broken"),  # answered SYSTEM_ERROR by the channel, which logs it
+            later,
+        ]
+
+    dispatcher.register(10, lambda ch, cmd: cmd.response(ResponseCode.SUCCESS), run)
+    assert dispatcher.run_codes == frozenset({10})
+    results = dispatcher.handle_run(channel, [RemotingCommand.request(10, {}) for _ in range(4)])
+    assert isinstance(results[1], RequestError) and isinstance(results[2], RuntimeError)
+    timed = results[3]
+    assert isinstance(timed, Pending) and timed is not later
+    passed_on: list[RemotingCommand | Exception] = []
+    timed.then = passed_on.append
+    later.then(RemotingCommand.request(10, {}).response(ResponseCode.SYSTEM_BUSY))
+    assert len(passed_on) == 1
+    assert {key: int(sum(c[:-1])) for key, c in latency.series.items()} == {
+        ("remoting", 10, ResponseCode.SUCCESS): 1,
+        ("remoting", 10, ResponseCode.NO_PERMISSION): 1,
+        ("remoting", 10, ResponseCode.SYSTEM_BUSY): 1,
+    }
+
+
 def test_observations_land_in_rocketmqs_buckets() -> None:
     latency = RpcLatency()
     for ms in (0.5, 1.0, 4.0, 50.0, 5000.0):

@@ -147,7 +147,7 @@ def test_coalesced_puts_wait_for_the_flush_without_a_task_each(
 
         def read() -> None:  # a read's 32 sends, outside any task as the remoting read makes them
             for i in range(32):
-                put = store.put_coalesced([msg(body=b"%d" % i)])
+                (put,) = store.put_coalesced([[msg(body=b"%d" % i)]])
                 assert isinstance(put, Pending)
                 put.then = answer
 

@@ -41,8 +41,15 @@ def count_log_puts(store: MessageStore) -> list[int]:
 
 
 async def put(store: MessageStore, unit: list[MessageExt]) -> PutResult:
-    """``put_coalesced``'s result, now or when given, as a caller in a task awaits it."""
-    result = store.put_coalesced(unit)
+    """``put_coalesced``'s result for one unit, now or when given, as a caller in a task
+    awaits it."""
+    (result,) = store.put_coalesced([unit])
+    return await settled(result)
+
+
+async def settled(result: PutResult | Pending[PutResult] | Exception) -> PutResult:
+    if isinstance(result, Exception):
+        raise result
     return result if isinstance(result, PutResult) else await outcome_of(result)
 
 
@@ -141,8 +148,8 @@ def test_a_failing_append_fails_that_iteration_only() -> None:
     coalescer = PutCoalescer(append_units, lambda result, msgs: result)
 
     async def put() -> PutResult:
-        result = coalescer.append([msg()])
-        return result if isinstance(result, PutResult) else await outcome_of(result)
+        (result,) = coalescer.append_run([[msg()]])
+        return await settled(result)
 
     async def run() -> list[Any]:
         failed = await asyncio.gather(put(), put(), put(), return_exceptions=True)
@@ -169,7 +176,8 @@ def test_an_answer_that_fails_leaves_the_others_answered(
 
     def made_in_one_callback() -> list[PutResult | Pending[PutResult]]:
         """As a read's sends are: the first at once, the others held."""
-        results = [store.put_coalesced([msg()]) for _ in range(4)]
+        results = [store.put_coalesced([[msg()]])[0] for _ in range(4)]
+        assert not any(isinstance(result, Exception) for result in results)
         for result in results[1:]:
             assert isinstance(result, Pending)
             result.then = answer

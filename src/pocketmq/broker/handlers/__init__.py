@@ -31,5 +31,7 @@ def register_all(broker: Broker, dispatcher: Dispatcher) -> None:
                    AdminHandlers, TransactionHandlers, ReplyHandlers,
                    ClientAdminHandlers, AdminQueryHandlers, BrokerConfigHandlers,
                    StatsHandlers):  # fmt: skip
-        for code, handler in family(broker).handlers().items():
-            dispatcher.register(code, handler)
+        handlers = family(broker)
+        runs = handlers.run_handlers() if isinstance(handlers, SendHandlers) else {}
+        for code, handler in handlers.handlers().items():
+            dispatcher.register(code, handler, runs.get(code))

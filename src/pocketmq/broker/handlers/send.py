@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.messaging import plain_send
 from pocketmq.broker.status_map import PUT_STATUS_CODES
 from pocketmq.errors import ProtocolError, RequestError
 from pocketmq.pending import Pending
@@ -17,12 +18,13 @@ from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.protocol.send_header import send_header, v1_fields
 from pocketmq.remoting import RemotingChannel, RequestHandler
-from pocketmq.remoting.channel import HandlerResult
+from pocketmq.remoting.channel import HandlerResult, RunHandler
 from pocketmq.store import PutResult
 
 if TYPE_CHECKING:
     from pocketmq.broker.broker import Broker
     from pocketmq.broker.messaging import MessagingService
+    from pocketmq.broker.topics import TopicConfig
 
 _BORN_HOST = "born_host"  # the channel attribute caching born_host's answer
 _V2_CODES = frozenset(
@@ -86,11 +88,14 @@ def unbatch(base: MessageExt) -> list[MessageExt]:
     return msgs
 
 
-def sent_message(messaging: MessagingService, channel: RemotingChannel,
-                 cmd: RemotingCommand) -> tuple[MessageExt, int, bool]:  # fmt: skip
+def sent_message(messaging: MessagingService, channel: RemotingChannel, cmd: RemotingCommand,
+                 resolved: dict[tuple[str, str, int], TopicConfig] | None = None,
+                 ) -> tuple[MessageExt, int, bool]:  # fmt: skip
     """The message a send request (V1 or V2 header, a send or a reply) carries, with its topic
     resolved (auto-created when allowed) and its queue chosen, as RocketMQ's msgCheck does;
-    with the header's maxReconsumeTimes (-1 when not sent) and batch flag.
+    with the header's maxReconsumeTimes (-1 when not sent) and batch flag. ``resolved`` keeps
+    the topics resolved for the other sends of one run: nothing a resolution reads (the
+    broker's role and permissions, the topic's config) changes within one.
 
     Raises:
         RequestError: a bad field, a topic that cannot be sent to, a queue it does not have.
@@ -99,7 +104,13 @@ def sent_message(messaging: MessagingService, channel: RemotingChannel,
      born_timestamp, reconsume_times, max_reconsume_times, batch) = send_header(
         cmd.ext_fields, cmd.code in _V2_CODES, messaging.config.default_topic_queue_nums
     )  # fmt: skip
-    cfg = messaging.topic_for_send(topic, default_topic, default_queue_nums)
+    key = (topic, default_topic, default_queue_nums)
+    if resolved is None:
+        cfg = messaging.topic_for_send(topic, default_topic, default_queue_nums)
+    elif (known := resolved.get(key)) is not None:
+        cfg = known
+    else:
+        cfg = resolved[key] = messaging.topic_for_send(topic, default_topic, default_queue_nums)
     msg = MessageExt(  # positional, in the fields' order: keywords cost twice, once per send
         topic, cmd.body, messaging.write_queue(cfg, queue_id), flag,
         decode_properties(properties), sys_flag, born_timestamp, born_host(channel),
@@ -126,6 +137,13 @@ class SendHandlers:
             RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
         }
 
+    def run_handlers(self) -> dict[int, RunHandler]:
+        """The single sends a pipelining producer's read brings many of."""
+        return {
+            RequestCode.SEND_MESSAGE: self.send_run,
+            RequestCode.SEND_MESSAGE_V2: self.send_run,
+        }
+
     def send_message(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         """A send, made in the read that brought it: under ASYNC_FLUSH most sends wait for
         nothing and are answered before the read's callback returns, with no coroutine or
@@ -137,10 +155,70 @@ class SendHandlers:
             result = self.messaging.send_batch(unbatch(base))
         else:
             result = self.messaging.send_now(base, max_times if max_times >= 0 else None)
+        return self._answer(cmd, base.queue_id, result)
+
+    def send_run(
+        self, channel: RemotingChannel, cmds: list[RemotingCommand]
+    ) -> list[HandlerResult | Exception]:
+        """A read's single sends at once, each answered as ``send_message`` answers it: those
+        no rule touches (``plain_send``) stored together (``MessagingService.send_run``), one
+        pass for the run instead of one through every layer each; any other as
+        ``send_message`` makes it, after the plain ones before it, so that the run's sends are
+        appended in the order they came (parsed again there: such sends are rare in a run).
+        BENCHMARKS.md, "A read's sends as one run"."""
+        messaging = self.messaging
+        results: list[HandlerResult | Exception] = [None] * len(cmds)
+        plain: list[int] = []
+        msgs: list[MessageExt] = []
+        resolved: dict[tuple[str, str, int], TopicConfig] = {}
+        for i, cmd in enumerate(cmds):
+            try:
+                base, _, batch = sent_message(messaging, channel, cmd, resolved)
+            except Exception as exc:  # refused before anything was stored
+                results[i] = exc
+                continue
+            if not batch and plain_send(base):
+                plain.append(i)
+                msgs.append(base)
+                continue
+            self._send_plain(cmds, plain, msgs, results)
+            plain, msgs = [], []
+            try:
+                results[i] = self.send_message(channel, cmd)
+            except Exception as exc:
+                results[i] = exc
+        self._send_plain(cmds, plain, msgs, results)
+        return results
+
+    def _send_plain(
+        self, cmds: list[RemotingCommand], plain: list[int], msgs: list[MessageExt],
+        results: list[HandlerResult | Exception],
+    ) -> None:  # fmt: skip
+        """Store ``msgs``, the plain sends of ``cmds`` at ``plain``, and put their answers at
+        those places of ``results``."""
+        if not msgs:
+            return
+        try:
+            outcomes = self.messaging.send_run(msgs)
+        except Exception as exc:  # each of them ends with it
+            outcomes = [exc] * len(msgs)
+        for i, msg, outcome in zip(plain, msgs, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                results[i] = outcome
+                continue
+            try:
+                results[i] = self._answer(cmds[i], msg.queue_id, outcome)
+            except Exception as exc:
+                results[i] = exc
+
+    def _answer(
+        self, cmd: RemotingCommand, queue_id: int, result: PutResult | Pending[PutResult]
+    ) -> RemotingCommand | Pending[RemotingCommand]:
+        """A send's answer, or a Pending of it while its put waits."""
         if isinstance(result, PutResult):
-            return put_response(cmd, result, base.queue_id, self.messaging.region_properties)
+            return put_response(cmd, result, queue_id, self.messaging.region_properties)
         answer: Pending[RemotingCommand] = Pending()
-        result.then = functools.partial(self._answer_later, answer, cmd, base.queue_id)
+        result.then = functools.partial(self._answer_later, answer, cmd, queue_id)
         return answer
 
     def _answer_later(
