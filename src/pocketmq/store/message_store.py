@@ -312,26 +312,33 @@ class MessageStore:
 
     def _dispatch_cq(self, reqs: list[DispatchRequest]) -> None:
         table = self.consume_queue_table
-        listener = self.on_message_arrived
         i = next_queued(reqs, 0)
         n = len(reqs)
-        while i < n:
-            req = reqs[i]
-            queues = table.get(req.topic)
-            cq = queues.get(req.queue_id) if queues else None
-            if cq is None:
-                cq = self._new_consume_queue(req.topic, req.queue_id)
-            # One wake-up per run of a queue's units: the waiters (pull hold, POP, schedule,
-            # timer) look at everything up to the offset they are given (a unit written
-            # before a failure included).
-            try:
-                i, end = cq.put_requests(reqs, i)
-            except BaseException:
-                end = cq.max_offset_in_queue()
-                raise
-            finally:
-                if listener is not None and end > 0:
-                    listener(req.topic, req.queue_id, end - 1)
+        # One wake-up per queue a dispatch wrote to, once it is done (a read's sends interleave
+        # queues, a run a unit): the waiters (pull hold, POP, schedule, timer) look at
+        # everything up to the offset they are given (a unit written before a failure
+        # included).
+        arrived: dict[tuple[str, int], int] = {}
+        try:
+            while i < n:
+                req = reqs[i]
+                queues = table.get(req.topic)
+                cq = queues.get(req.queue_id) if queues else None
+                if cq is None:
+                    cq = self._new_consume_queue(req.topic, req.queue_id)
+                try:
+                    i, end = cq.put_requests(reqs, i)
+                except BaseException:
+                    end = cq.max_offset_in_queue()
+                    raise
+                finally:
+                    if end > 0:
+                        arrived[(req.topic, req.queue_id)] = end - 1
+        finally:
+            listener = self.on_message_arrived
+            if listener is not None:
+                for (topic, queue_id), offset in arrived.items():
+                    listener(topic, queue_id, offset)
 
     def _dispatch_queue_table(self, reqs: list[DispatchRequest]) -> None:
         # A slave never puts: its next queue offsets come from what it replicates (a master's

@@ -96,11 +96,13 @@ def test_arrival_listener_sees_each_put_once_per_queue(open_small: StoreFactory)
     put_ok(store, msg(queue_id=1))
     put_batch(store, [msg(queue_id=1), msg(queue_id=1)])
     assert seen == [("T", 1, 0), ("T", 1, 2)]
-    # A put over several queues (a transaction's commit and op): one call per queue's run,
-    # with that queue's last offset; a prepared record wakes nobody.
+    # A put over several queues (a transaction's commit and op, a read's coalesced sends):
+    # one call per queue, with that queue's last offset, once the put's units are written; a
+    # prepared record wakes nobody.
     prepared = msg(topic="U", sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE)
-    put_batch(store, [msg(queue_id=1), msg(queue_id=1), prepared, msg(topic="U", queue_id=2)])
-    assert seen[2:] == [("T", 1, 4), ("U", 2, 0)]
+    put_batch(store, [msg(queue_id=1), msg(queue_id=1), prepared, msg(topic="U", queue_id=2),
+                      msg(queue_id=1), msg(queue_id=0), msg(topic="U", queue_id=2)])  # fmt: skip
+    assert seen[2:] == [("T", 1, 5), ("U", 2, 1), ("T", 0, 0)]
 
 
 def test_a_queue_that_cannot_reserve_wakes_for_what_it_wrote_and_catches_up(
