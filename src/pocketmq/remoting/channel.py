@@ -260,7 +260,9 @@ class RemotingChannel(asyncio.Protocol):
                 self._fail(cmd, exc)
             return
         for cmd, result in zip(run, results, strict=True):
-            if isinstance(result, Exception):
+            if isinstance(result, RemotingCommand) and not cmd.flag & FLAG_ONEWAY:
+                self.send(result)  # what _take and _answer come to for most of a run
+            elif isinstance(result, Exception):
                 self._fail(cmd, result)
             else:
                 self._take(cmd, result)
@@ -268,7 +270,10 @@ class RemotingChannel(asyncio.Protocol):
     def _take(self, cmd: RemotingCommand, result: HandlerResult) -> None:
         """Answer ``cmd`` with what its handler gave, now or once it is ready."""
         if isinstance(result, RemotingCommand):
-            self._answer(cmd, result)
+            if not cmd.flag & FLAG_ONEWAY:
+                self.send(result)  # _answer's common case, a call less
+            else:
+                self._answer(cmd, result)
         elif isinstance(result, Pending):
             result.then = functools.partial(self._settle, cmd)
         elif result is not None:  # an awaitable; the loop's own create_task: once per request
