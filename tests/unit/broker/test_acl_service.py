@@ -15,7 +15,8 @@ from pocketmq.errors import ConfigError
 from pocketmq.protocol.acl_sign import SessionCredentials, sign_request
 from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting.channel import HandlerResult, RemotingChannel
+from pocketmq.remoting import Dispatcher
+from pocketmq.remoting.channel import HandlerResult, RemotingChannel, TakesRuns
 
 ACCOUNT = """
 accounts:
@@ -73,6 +74,38 @@ class FakeChannel:
     peer = "127.0.0.1:40000"
 
 
+def test_the_gate_checks_each_request_of_a_run_and_hands_the_allowed_on_as_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACCOUNT.format(secret="12345678"))
+    acl = AclService(path)
+    acl.load()
+    runs: list[list[int]] = []
+
+    def run(channel: RemotingChannel, cmds: list[RemotingCommand]) -> list[Any]:
+        runs.append([cmd.opaque for cmd in cmds])
+        return [cmd.response(ResponseCode.SUCCESS) for cmd in cmds]
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, lambda ch, cmd: None, run)
+    gate = acl.gate(dispatcher)
+    assert isinstance(gate, TakesRuns) and gate.run_codes == {RequestCode.SEND_MESSAGE}
+    cmds = []
+    for opaque, secret in ((1, "12345678"), (2, "wrong"), (3, "12345678"), (4, "12345678")):
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"})
+        cmd.opaque = opaque
+        sign_request(cmd, SessionCredentials("RocketMQ", secret))
+        cmds.append(cmd)
+    channel: Any = FakeChannel()
+    answers = gate.handle_run(channel, cmds)
+    assert runs == [[1, 3, 4]]  # the refused one never reaches a handler
+    assert [a.code for a in answers if isinstance(a, RemotingCommand)] == [
+        ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS,
+        ResponseCode.SUCCESS,
+    ]  # fmt: skip
+
+
 def test_the_gate_answers_a_refusal_as_rocketmq_and_never_calls_the_handler(
     tmp_path: Path,
 ) -> None:
@@ -82,10 +115,12 @@ def test_the_gate_answers_a_refusal_as_rocketmq_and_never_calls_the_handler(
     acl.load()
     reached: list[int] = []
 
-    def dispatcher(channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
+    def handler(channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         reached.append(cmd.code)
         return cmd.response(ResponseCode.SUCCESS)
 
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, handler)
     gate = acl.gate(dispatcher)
     channel: Any = FakeChannel()
     ok = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"})

@@ -27,7 +27,8 @@ from pocketmq.broker.acl.rules import AclRules, rules_from_document
 from pocketmq.errors import ConfigError
 from pocketmq.protocol.codes import ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
-from pocketmq.remoting.channel import HandlerResult, RemotingChannel, RequestHandler
+from pocketmq.remoting import Dispatcher
+from pocketmq.remoting.channel import HandlerResult, RemotingChannel
 from pocketmq.tasks import cancel_and_wait, run_when_due
 
 log = logging.getLogger(__name__)
@@ -126,18 +127,51 @@ class AclService:
             return str(exc)
         return None
 
-    def gate(self, dispatcher: RequestHandler) -> RequestHandler:
-        """The dispatcher behind the ACL check: a refused request never reaches a handler, so
-        nothing is looked up for it."""
+    def gate(self, dispatcher: Dispatcher) -> AclGate:
+        """The dispatcher behind the ACL check (AclGate)."""
+        return AclGate(self, dispatcher)
 
-        def checked(channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
-            host = host_of(channel.peer)
+
+class AclGate:
+    """The dispatcher behind the ACL check: a refused request never reaches a handler, so
+    nothing is looked up for it. A read's run of requests (TakesRuns) is checked request by
+    request, and the allowed ones go on as one run."""
+
+    def __init__(self, acl: AclService, dispatcher: Dispatcher) -> None:
+        self.acl = acl
+        self.dispatcher = dispatcher
+        # The dispatcher's handlers are registered before the gate is put in front of it.
+        self.run_codes = dispatcher.run_codes
+
+    def refusal(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand | None:
+        """The answer to a request the rules refuse, else None."""
+        why = self.acl.refusal(remoting_access(cmd, host_of(channel.peer)))
+        if why is None:
+            return None
+        log.warning("ACL refused request code %d from %s with code %d: %s",
+                    cmd.code, channel.peer, ResponseCode.SYSTEM_ERROR, why)  # fmt: skip
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {why}")
+
+    def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
+        refused = self.refusal(channel, cmd)
+        return refused if refused is not None else self.dispatcher(channel, cmd)
+
+    def handle_run(
+        self, channel: RemotingChannel, cmds: list[RemotingCommand]
+    ) -> list[HandlerResult | Exception]:
+        results: list[HandlerResult | Exception] = [None] * len(cmds)
+        allowed: list[int] = []
+        for i, cmd in enumerate(cmds):
+            refused = self.refusal(channel, cmd)
+            if refused is None:
+                allowed.append(i)
+            else:
+                results[i] = refused
+        if allowed:
             try:
-                check(self.rules, remoting_access(cmd, host))
-            except AclDenied as exc:
-                log.warning("ACL refused request code %d from %s with code %d: %s",
-                            cmd.code, channel.peer, ResponseCode.SYSTEM_ERROR, exc)  # fmt: skip
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {exc}")
-            return dispatcher(channel, cmd)
-
-        return checked
+                handled = self.dispatcher.handle_run(channel, [cmds[i] for i in allowed])
+            except Exception as exc:  # the allowed ones end with it; the refused keep theirs
+                handled = [exc] * len(allowed)
+            for i, result in zip(allowed, handled, strict=True):
+                results[i] = result
+        return results
