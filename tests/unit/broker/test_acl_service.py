@@ -74,13 +74,19 @@ class FakeChannel:
     peer = "127.0.0.1:40000"
 
 
-def test_the_gate_checks_each_request_of_a_run_and_hands_the_allowed_on_as_one(
-    tmp_path: Path,
-) -> None:
+def loaded(tmp_path: Path) -> AclService:
+    """An AclService with ACCOUNT's rules (secret 12345678) loaded."""
     path = tmp_path / "plain_acl.yml"
     path.write_text(ACCOUNT.format(secret="12345678"))
     acl = AclService(path)
     acl.load()
+    return acl
+
+
+def test_the_gate_checks_each_request_of_a_run_and_hands_the_allowed_on_as_one(
+    tmp_path: Path,
+) -> None:
+    acl = loaded(tmp_path)
     runs: list[list[int]] = []
 
     def run(channel: RemotingChannel, cmds: list[RemotingCommand]) -> list[Any]:
@@ -109,10 +115,7 @@ def test_the_gate_checks_each_request_of_a_run_and_hands_the_allowed_on_as_one(
 def test_the_gate_answers_a_refusal_as_rocketmq_and_never_calls_the_handler(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "plain_acl.yml"
-    path.write_text(ACCOUNT.format(secret="12345678"))
-    acl = AclService(path)
-    acl.load()
+    acl = loaded(tmp_path)
     reached: list[int] = []
 
     def handler(channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
