@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
 from collections.abc import Iterable
 
@@ -52,6 +53,8 @@ from pocketmq.protocol.names import (
 )
 from pocketmq.protocol.topic_attributes import message_type_of
 from pocketmq.store import PutResult
+
+log = logging.getLogger(__name__)
 
 # What the half, timer and delay rules of a send read besides the sys flag's transaction
 # bits: a message with none of them (nearly every one) is left alone by all three.
@@ -81,8 +84,12 @@ def retries_spent(reconsume_times: int, max_reconsume_times: int) -> bool:
 
 
 def _settle_each(deferred: list[tuple[Pending[PutResult], PutResult]]) -> None:
+    """Give each deferred send its result; one answer that fails leaves the others answered."""
     for later, result in deferred:
-        later.then(result)
+        try:
+            later.then(result)
+        except Exception:
+            log.exception("answering a send failed")
 
 
 class MessagingService(ConsumingService):

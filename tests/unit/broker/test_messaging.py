@@ -315,3 +315,23 @@ async def test_a_run_the_store_refuses_is_answered_for_each_send(
         "SERVICE_NOT_AVAILABLE", "SERVICE_NOT_AVAILABLE",
     ]  # fmt: skip
     assert service.stats.item("TOPIC_PUT_NUMS", TOPIC) is None  # nothing stored, nothing counted
+
+
+async def test_a_deferred_answer_that_fails_leaves_the_runs_others_answered(
+    service: MessagingService, caplog: pytest.LogCaptureFixture
+) -> None:
+    pull = asyncio.create_task(service.pull(PullQuery(GROUP, TOPIC, 0, 0, 32), hold_ms=30_000))
+    await asyncio.sleep(0)  # let it park: the run's answers are deferred past it
+    answered: asyncio.Future[PutResult | Exception] = asyncio.get_running_loop().create_future()
+
+    def fails(outcome: PutResult | Exception) -> None:
+        raise RuntimeError("this answer fails")
+
+    first, second = service.send_run([_plain(b"a"), _plain(b"b")])
+    assert isinstance(first, Pending) and isinstance(second, Pending)
+    first.then = fails
+    second.then = answered.set_result
+    outcome = await asyncio.wait_for(answered, 5)  # a guard against a hang
+    assert isinstance(outcome, PutResult) and outcome.ok
+    assert "answering a send failed" in caplog.text
+    await pull
