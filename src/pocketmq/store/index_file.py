@@ -83,19 +83,29 @@ class IndexFile:
     hash_slot_count: int
     index_count: int
 
-    def __init__(self, mf: MappedFile, slot_num: int, index_num: int) -> None:
+    def __init__(
+        self, mf: MappedFile, slot_num: int, index_num: int, *, created: bool = False
+    ) -> None:
+        """An index file over ``mf``; ``created``: one just made, all zeros.
+
+        Raises:
+            OSError: its header's page cannot be reserved.
+        """
         self.mf = mf
         self.slot_num = slot_num
         self.index_num = index_num
+        # Before the header is read: on tmpfs a read of a hole in a shared mapping allocates
+        # the page, and on a full one that kills the process with SIGBUS.
+        mf.reserve_range(0, INDEX_HEADER_SIZE)
         self._read_header()
         self._entries_start = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
-        mf.reserve_range(0, INDEX_HEADER_SIZE)
         # The mark covers entries only; the pages below are tracked here, one flag a page.
         mf.reserved = max(mf.reserved, align_down(self._entries_start))
         self._slot_pages = bytearray(self._entries_start // RESERVE_ALIGN + 1)
         self._slot_pages_left = len(self._slot_pages) // SLOT_TABLE_WHOLE_AFTER
         self.dirty = False
-        self._undo_torn_insert()
+        if not created:  # a new file has no insert to undo, nor a page to read for one
+            self._undo_torn_insert()
 
     def _undo_torn_insert(self) -> None:
         """Undo inserts the header does not count. put_key writes the entry, then the slot,
@@ -388,7 +398,7 @@ class IndexService:
                 name = str(int(previous.name) + 1)
             mf = MappedFile.create(self.directory / name, 0, size, INDEX_ENTRIES_RESERVE)
             try:
-                f = IndexFile(mf, self.slot_num, self.index_num)
+                f = IndexFile(mf, self.slot_num, self.index_num, created=True)
             except OSError:
                 mf.destroy()
                 raise

@@ -166,3 +166,40 @@ def test_reopened_store_reserves_again_as_it_writes(open_small: StoreFactory) ->
     assert mf.wrote_position <= mf.reserved < mf.file_size
     first, second = read_queue(store, "T", 0)
     assert b"a" * 100 in first and b"b" * 100 in second
+
+
+def test_a_new_index_file_reads_no_page_before_reserving_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On tmpfs a read of a hole in a shared mapping allocates the page, and on a full one
+    kills the process with SIGBUS (tests/crash/test_disk_full.py met it when the index rolled
+    over to a new file): a new index file reserves its header before reading it, and looks
+    for no torn insert among entries it cannot hold."""
+    events: list[str] = []
+    reserve_range, read_header = MappedFile.reserve_range, IndexFile._read_header
+
+    def reserving(mf: MappedFile, start: int, end: int) -> None:
+        events.append(f"reserve {start}-{end}")
+        reserve_range(mf, start, end)
+
+    def reading(f: IndexFile) -> None:
+        events.append("read header")
+        read_header(f)
+
+    monkeypatch.setattr(MappedFile, "reserve_range", reserving)
+    monkeypatch.setattr(IndexFile, "_read_header", reading)
+    monkeypatch.setattr(IndexFile, "_undo_torn_insert", lambda f: events.append("scan entries"))
+    size = IndexFile.file_size(64, 100)
+    mf = MappedFile.create(tmp_path / "new", 0, size, INDEX_ENTRIES_RESERVE)
+    try:
+        IndexFile(mf, 64, 100, created=True)
+    finally:
+        mf.close()
+    assert events == [f"reserve 0-{INDEX_HEADER_SIZE}", "read header"]
+    events.clear()
+    mf = MappedFile.open(tmp_path / "new", 0, size, INDEX_ENTRIES_RESERVE)
+    try:
+        IndexFile(mf, 64, 100)  # a reopened file may hold a torn insert
+    finally:
+        mf.close()
+    assert events == [f"reserve 0-{INDEX_HEADER_SIZE}", "read header", "scan entries"]
