@@ -34,7 +34,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from pocketmq.errors import LocalProtocolError, RemoteProtocolError, RequestError
@@ -64,7 +64,8 @@ class TakesRuns(Protocol):
     run (``handle_run``): the sends of a pipelining producer share one pass through the
     broker's layers instead of a pass each (BENCHMARKS.md, "A read's sends as one run")."""
 
-    run_codes: frozenset[int]
+    @property
+    def run_codes(self) -> Container[int]: ...
 
     def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult: ...
 

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.remoting.channel import (
@@ -36,7 +36,6 @@ class Dispatcher:
         self.unsupported = UnsupportedCodes()
         # Codes whose consecutive requests in a read are handled as one run (TakesRuns).
         self.run_handlers: dict[int, RunHandler] = {}
-        self.run_codes: frozenset[int] = frozenset()
 
     def register(self, code: int, handler: RequestHandler, run: RunHandler | None = None) -> None:
         """``handler`` for requests of ``code``; ``run``, when given, for a run of them read
@@ -46,7 +45,10 @@ class Dispatcher:
             self.run_handlers[int(code)] = run
         else:
             self.run_handlers.pop(int(code), None)
-        self.run_codes = frozenset(self.run_handlers)
+
+    @property
+    def run_codes(self) -> KeysView[int]:
+        return self.run_handlers.keys()
 
     def __call__(self, channel: RemotingChannel, cmd: RemotingCommand) -> HandlerResult:
         handler = self.handlers.get(cmd.code)

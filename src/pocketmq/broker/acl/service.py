@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import KeysView
 from pathlib import Path
 
 import yaml
@@ -140,8 +141,10 @@ class AclGate:
     def __init__(self, acl: AclService, dispatcher: Dispatcher) -> None:
         self.acl = acl
         self.dispatcher = dispatcher
-        # The dispatcher's handlers are registered before the gate is put in front of it.
-        self.run_codes = dispatcher.run_codes
+
+    @property
+    def run_codes(self) -> KeysView[int]:
+        return self.dispatcher.run_codes
 
     def refusal(self, channel: RemotingChannel, cmd: RemotingCommand) -> RemotingCommand | None:
         """The answer to a request the rules refuse, else None."""

@@ -104,10 +104,9 @@ def sent_message(messaging: MessagingService, channel: RemotingChannel, cmd: Rem
      born_timestamp, reconsume_times, max_reconsume_times, batch) = send_header(
         cmd.ext_fields, cmd.code in _V2_CODES, messaging.config.default_topic_queue_nums
     )  # fmt: skip
-    key = (topic, default_topic, default_queue_nums)
     if resolved is None:
         cfg = messaging.topic_for_send(topic, default_topic, default_queue_nums)
-    elif (known := resolved.get(key)) is not None:
+    elif (known := resolved.get(key := (topic, default_topic, default_queue_nums))) is not None:
         cfg = known
     else:
         cfg = resolved[key] = messaging.topic_for_send(topic, default_topic, default_queue_nums)
