@@ -160,3 +160,36 @@ def test_full_tmpfs_refuses_the_next_chunk_and_keeps_serving_reads(tmp_path: Pat
     assert result["read_back"] == result["acked"], ctx
     assert result["later"] == ["CREATE_MAPPED_FILE_FAILED"] * 3, ctx
     assert "Traceback" not in done.stderr, ctx
+
+
+def test_full_tmpfs_answers_queries_and_recovers_without_reading_a_hole(tmp_path: Path) -> None:
+    """On tmpfs even a read of a hole needs space: on a full one it kills the reader with
+    SIGBUS. Key queries whose slots were never written, and an abnormal recovery on the still
+    full disk (CommitLog, consume-queue and index scans, zeroing past the cut) and a verify
+    by ``inspect_store``, read only where data is (MappedFile.data_end)."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("no unprivileged user+mount namespaces here to mount a small tmpfs")
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    child = [sys.executable, str(Path(__file__).with_name("full_disk_restart_child.py"))]
+    store, filled, reopened = mount_point / "store", tmp_path / "filled", tmp_path / "reopened"
+    script = f'"$@" fill {store} > {filled} && "$@" reopen {store} {filled} > {reopened}'
+    argv = ["sh", "-c", script, "sh", *child]
+    done = subprocess.run(
+        _namespaced_tmpfs_argv(mount_point, argv), capture_output=True, text=True, timeout=180,
+        check=False,
+    )  # fmt: skip
+    outputs = [p.read_text() if p.exists() else "" for p in (filled, reopened)]
+    ctx = f"status {done.returncode}\nstdout: {outputs}\nstderr: {done.stderr[-3000:]}"
+    assert done.returncode == 0, ctx  # -SIGBUS (135 from sh) if a read met a hole
+    first = json.loads(outputs[0].strip().splitlines()[-1])
+    assert first["refusal"].startswith("CREATE_MAPPED_FILE_FAILED"), ctx
+    assert first["acked"] > 1000, ctx
+    assert (first["keys_found"], first["absent_found"]) == (40, 0), ctx
+    second = json.loads(outputs[1].strip().splitlines()[-1])
+    assert second["last_exit_ok"] is False, ctx
+    assert second["read_back"] == first["acked"], ctx
+    assert (second["keys_found"], second["absent_found"]) == (40, 0), ctx
+    assert second["records"] == first["acked"], ctx
+    assert second["problems"] == [], ctx
+    assert "Traceback" not in done.stderr, ctx

@@ -398,7 +398,9 @@ class CommitLog:
     ) -> tuple[int, int, str]:
         """Walk a segment's records: (end position, records, why it stopped)."""
         size_limit = mf.file_size
-        walk = RecordWalk(mf.mm, 0, size_limit, base_offset=mf.file_from_offset)
+        # Nothing past the data's end was written, and reading it could fault (data_end).
+        data_end = mf.data_end(0)
+        walk = RecordWalk(mf.mm, 0, size_limit, end=data_end, base_offset=mf.file_from_offset)
         records = 0
         for info in walk.records(check_crc):
             if on_record is not None:
@@ -413,6 +415,8 @@ class CommitLog:
                     f"blank record of size {walk.size} does not close the segment",
                 )
             return size_limit, records, "blank"
+        if stop is Stop.SHORT and data_end < size_limit:
+            return walk.pos, records, Stop.END_OF_DATA.value
         if stop is Stop.LIMIT or stop is Stop.SHORT:
             return walk.pos, records, "end of segment without a blank record"
         return walk.pos, records, walk.detail
@@ -458,13 +462,16 @@ class CommitLog:
         files = self.mfq.files
         for idx in range(len(files) - 1, -1, -1):
             mm = files[idx].mm
+            data_end = files[idx].data_end(0)  # a segment prepared ahead may hold nothing
+            if data_end < POS_MAGIC + 4:
+                continue
             if _SIZE.unpack_from(mm, POS_MAGIC)[0] & 0xFFFFFFFF not in (
                 MESSAGE_MAGIC_CODE,
                 MESSAGE_MAGIC_CODE_V2,
             ):
                 continue
             try:
-                info = decode_record_info(mm, 0, files[idx].file_size, check_crc=False)
+                info = decode_record_info(mm, 0, data_end, check_crc=False)
             except RecordError:
                 continue
             if info.store_timestamp != 0 and info.store_timestamp <= min_timestamp:

@@ -272,7 +272,10 @@ class ConsumeQueue:
     @staticmethod
     def _scan(mf: MappedFile) -> int:
         pos = 0
-        for phy, size, _tags in _UNIT.iter_unpack(mf.mm[: mf.file_size]):
+        # Units are written in order, so none lies past the data's end (nor is read there:
+        # see MappedFile.data_end); the copy of the rest of a sparse file is saved too.
+        data_end = mf.data_end(0)
+        for phy, size, _tags in _UNIT.iter_unpack(mf.mm[: data_end - data_end % CQ_UNIT_SIZE]):
             if phy < 0 or size <= 0:
                 break
             pos += CQ_UNIT_SIZE

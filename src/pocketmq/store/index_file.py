@@ -115,9 +115,11 @@ class IndexFile:
         count = self.index_count
         mm = self.mf.mm
         end = count
+        # An entry reaching into a hole was never written (nor is the hole read: data_end).
+        data_end = self.mf.data_end(self._entries_start + count * INDEX_ENTRY_SIZE)
         while end < self.index_num:
             pos = self._entries_start + end * INDEX_ENTRY_SIZE
-            if not any(mm[pos : pos + INDEX_ENTRY_SIZE]):
+            if pos + INDEX_ENTRY_SIZE > data_end or not any(mm[pos : pos + INDEX_ENTRY_SIZE]):
                 break
             end += 1
         if end > count:
@@ -126,7 +128,7 @@ class IndexFile:
             pos = self._entries_start + n * INDEX_ENTRY_SIZE
             key_hash, _, _, prev = _ENTRY.unpack_from(mm, pos)
             slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
-            if _SLOT.unpack_from(mm, slot_pos)[0] == n:
+            if self._read_slot(slot_pos) == n:
                 self._reserve_slot_page(slot_pos)
                 write_slot(mm, slot_pos, prev if 0 < prev < n else 0)
             mm[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
@@ -135,6 +137,16 @@ class IndexFile:
             log.warning(
                 "index %s: undid %d inserts cut short from entry %d", self.name, end - count, count
             )
+
+    def _read_slot(self, slot_pos: int) -> int:
+        """A slot's entry number for a reader: on a page this file has not reserved, which
+        may be a hole never written, only if data is there (MappedFile.data_end), else 0."""
+        mf = self.mf
+        if not self._slot_pages[slot_pos // RESERVE_ALIGN] and (
+            mf.data_end(slot_pos) < slot_pos + INDEX_SLOT_SIZE
+        ):
+            return 0
+        return int(_SLOT.unpack_from(mf.mm, slot_pos)[0])
 
     def _read_header(self) -> None:
         for name, value in zip(_HEADER_FIELDS, HEADER.unpack_from(self.mf.mm, 0), strict=True):
@@ -244,8 +256,7 @@ class IndexFile:
         """Whether key_hash's chain holds an entry for phy_offset (newest entries first, so
         the walk stops at the first older record)."""
         mm = self.mf.mm
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
-        nxt = _SLOT.unpack_from(mm, slot_pos)[0]
+        nxt = self._read_slot(INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE)
         for _ in range(self.index_count):
             if nxt <= 0 or nxt >= self.index_count:
                 return False
@@ -308,8 +319,7 @@ class IndexFile:
             return
         mm = self.mf.mm
         key_hash = index_key_hash(key)
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
-        nxt = _SLOT.unpack_from(mm, slot_pos)[0]
+        nxt = self._read_slot(INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE)
         if nxt <= 0 or nxt >= self.index_count:
             return
         # Each hop goes to an older entry; the bound stops a corrupted chain from looping.

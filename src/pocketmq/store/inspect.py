@@ -35,6 +35,7 @@ from pocketmq.store.layout import (
     commitlog_dir,
     is_offset_file_name,
 )
+from pocketmq.store.mapped_file import data_end
 
 _MAX_PROBLEMS_KEPT = 200
 
@@ -74,17 +75,21 @@ class Report:
         return self.queues.setdefault(f"{topic}/{queue_id}", QueueSummary())
 
 
-def _map_read_only(path: Path) -> mmap.mmap | None:
+def _map_read_only(path: Path, data_from: int = 0) -> tuple[mmap.mmap, int] | None:
+    """The file mapped, and where its data from ``data_from`` on ends: past that lie holes,
+    which on a full tmpfs kill the reader with SIGBUS even through a read-only mapping
+    (mapped_file.data_end)."""
     size = path.stat().st_size
     if size == 0:
         return None
     with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        return mm, data_end(f.fileno(), data_from, size)
 
 
-def _head(path: Path) -> bytes:
+def _head(path: Path, size: int = 8) -> bytes:
     with open(path, "rb") as f:
-        return f.read(8)
+        return f.read(size)
 
 
 def _segments(directory: Path) -> list[tuple[int, Path]]:
@@ -132,14 +137,15 @@ def _scan_commitlog(
             report.problem(
                 f"commitlog {path.name}: expected a segment starting at {expected_start}"
             )
-        mm = _map_read_only(path)
-        if mm is None:
+        mapped = _map_read_only(path)
+        if mapped is None:
             report.problem(f"commitlog {path.name}: empty file")
             break
+        mm, data = mapped
         size = len(mm)
         records.maps.append((start, size, mm))
         expected_start = start + size
-        walk = RecordWalk(mm, base_offset=start)
+        walk = RecordWalk(mm, 0, size, end=data, base_offset=start)
         for info in walk.records(check_crc=verify):
             records.offsets.append(start + walk.pos)
             yield info
@@ -152,7 +158,7 @@ def _scan_commitlog(
             if walk.size != size - pos:
                 stop = f"blank record at {start + pos} has size {walk.size}, {size - pos} left"
             pos = size
-        elif walk.stop is Stop.END_OF_DATA:
+        elif walk.stop is Stop.END_OF_DATA or (walk.stop is Stop.SHORT and data < size):
             stop = "end of data"
         elif walk.stop is Stop.DAMAGED:
             stop = f"record at {start + pos}: {walk.detail}"
@@ -165,7 +171,7 @@ def _scan_commitlog(
                 report.problem(
                     f"commitlog {path.name}: data ends at {end_offset} but {later[0].name} follows"
                 )
-            if any(mm[pos : min(size, pos + (1 << 20))]):
+            if any(mm[pos : min(data, pos + (1 << 20))]):
                 report.problem(
                     f"commitlog {path.name}: non-zero bytes after the end of data at {end_offset}"
                 )
@@ -190,11 +196,12 @@ def _check_queues(
             summary = report.queue(topic_dir.name, qid)
             segments = _segments(queue_dir)
             for start, path in segments:
-                mm = _map_read_only(path)
-                if mm is None:
+                mapped = _map_read_only(path)
+                if mapped is None:
                     continue
+                mm, data = mapped
                 unit_no = start // CQ_UNIT_SIZE
-                for pos in range(0, len(mm) - CQ_UNIT_SIZE + 1, CQ_UNIT_SIZE):
+                for pos in range(0, data - CQ_UNIT_SIZE + 1, CQ_UNIT_SIZE):
                     raw = mm[pos : pos + CQ_UNIT_SIZE]
                     phy = int.from_bytes(raw[:8], "big", signed=True)
                     size = int.from_bytes(raw[8:12], "big", signed=True)
@@ -254,13 +261,16 @@ def _check_index(
     if not directory.is_dir():
         return
     for path in sorted(p for p in directory.iterdir() if p.name.isdigit()):
-        mm = _map_read_only(path)
-        if mm is None:
-            continue
-        report.index_files += 1
-        begin_ts = int.from_bytes(mm[0:8], "big", signed=True)
         slots = cfg.max_hash_slot_num
-        count = int.from_bytes(mm[36:40], "big", signed=True)
+        base = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+        mapped = _map_read_only(path, base + INDEX_ENTRY_SIZE)
+        if mapped is None:
+            continue
+        mm, entries_end = mapped
+        report.index_files += 1
+        header = _head(path, INDEX_HEADER_SIZE)  # read, not mapped: it may be a hole
+        begin_ts = int.from_bytes(header[0:8], "big", signed=True)
+        count = int.from_bytes(header[36:40], "big", signed=True)
         entries = max(0, count - 1)
         report.index_entries += entries
         expected_size = (
@@ -274,9 +284,12 @@ def _check_index(
             continue
         if not verify:
             continue
-        base = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
         for n in range(1, count):
             pos = base + n * INDEX_ENTRY_SIZE
+            if pos + INDEX_ENTRY_SIZE > entries_end:
+                where = f"index {path.name}"
+                report.problem(f"{where}: the header counts {count - 1} entries, it holds {n - 1}")
+                break
             key_hash = int.from_bytes(mm[pos : pos + 4], "big", signed=True)
             phy = int.from_bytes(mm[pos + 4 : pos + 12], "big", signed=True)
             diff = int.from_bytes(mm[pos + 12 : pos + 16], "big", signed=True)

@@ -5,7 +5,10 @@ unchanged, and its blocks are reserved with posix_fallocate a chunk ahead of the
 position (see store/reserve.py). A write into an unreserved page of a mapping on a full disk
 kills the process with SIGBUS; every writer therefore checks ``end > mf.reserved`` (one integer
 comparison) and calls ``reserve(end)`` first, which reserves the next chunk or raises a clean
-OSError (ENOSPC, EDQUOT) before any byte is written. Reading a hole is safe (zeros).
+OSError (ENOSPC, EDQUOT) before any byte is written. Reading a hole gives zeros on a disk
+file system, but on tmpfs it allocates the page, and on a full one kills the process with
+SIGBUS too: readers of bytes that may never have been written (recovery's scans, an index's
+slots) read only below ``data_end``, the first hole.
 
 Small appends are memory copies into the mapping; large ones (a batch, or a replicated chunk)
 are written with pwrite(2) (``write``) and read through the mapping, which sees the same
@@ -55,6 +58,20 @@ def mapping_address(mm: mmap.mmap) -> int:
         return ctypes.addressof(view)
     finally:
         del view
+
+
+def data_end(fd: int, pos: int, size: int) -> int:
+    """Where the data of a file of ``size`` bytes from ``pos`` on ends: the first hole at or
+    after it (pos if it is in one), ``size`` if there is none. The bytes below it are allocated
+    and read through a mapping without a fault that could need space. Written bytes are never
+    in a hole (reserved ones never written may be: ext4 reports its unwritten extents as
+    holes), so what lies past it was never written: zeros."""
+    try:
+        return min(os.lseek(fd, pos, os.SEEK_HOLE), size)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # pos at or past the end of the file
+            return pos
+        raise
 
 
 class MappedFile:
@@ -193,6 +210,10 @@ class MappedFile:
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
+    def data_end(self, pos: int = 0) -> int:
+        """Where the file's data from ``pos`` on ends (see ``data_end``)."""
+        return data_end(self._fd, pos, self.file_size)
+
     def reserve(self, end: int) -> None:
         """Reserve blocks from the mark up to at least ``end``, a chunk ahead (the slow path of
         the writers' ``end > mf.reserved`` check).
@@ -289,8 +310,20 @@ class MappedFile:
         """
         mm = self.mm
         zero_run = 0
+        data_end = self.data_end(pos)
         while pos < self.file_size and zero_run < min_zero_run:
-            end = min(pos + _CHUNK, self.file_size)
+            if pos >= data_end:  # a hole: zeros, and not to be read (see data_end)
+                try:
+                    data_at = os.lseek(self._fd, pos, os.SEEK_DATA)
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:
+                        raise
+                    return  # no data after it
+                zero_run += data_at - pos
+                pos = data_at
+                data_end = self.data_end(pos)
+                continue
+            end = min(pos + _CHUNK, data_end)
             chunk = mm[pos:end]
             if chunk.count(0) == len(chunk):
                 zero_run += len(chunk)

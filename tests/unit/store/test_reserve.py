@@ -4,14 +4,16 @@ fresh store really uses (sparse files at their full logical size)."""
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
 from store_helpers import StoreFactory, msg, open_store, put_ok, read_queue
 
 from pocketmq.store.config import StoreConfig
+from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.index_file import IndexFile
-from pocketmq.store.layout import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from pocketmq.store.layout import CQ_UNIT_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.reserve import (
     COMMITLOG_RESERVE,
@@ -25,6 +27,7 @@ from pocketmq.store.reserve import (
 )
 
 MIB = 1 << 20
+CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tags code
 
 
 def allocated(path: Path) -> int:
@@ -203,3 +206,57 @@ def test_a_new_index_file_reads_no_page_before_reserving_it(
     finally:
         mf.close()
     assert events == [f"reserve 0-{INDEX_HEADER_SIZE}", "read header", "scan entries"]
+
+
+def test_data_ends_at_the_first_hole(tmp_path: Path) -> None:
+    """What recovery and readers of never-written bytes stay below: reading a hole through a
+    mapping on a full tmpfs kills the reader with SIGBUS (tests/crash/test_disk_full.py)."""
+    size = 16 * RESERVE_ALIGN
+    mf = MappedFile.create(tmp_path / "seg", 0, size, CONSUME_QUEUE_RESERVE)
+    try:
+        assert mf.data_end(0) == 0
+        for start, end in ((0, 2 * RESERVE_ALIGN), (5 * RESERVE_ALIGN, 6 * RESERVE_ALIGN)):
+            mf.reserve_range(start, end)
+            mf.mm[start:end] = b"\x01" * (end - start)
+        assert mf.data_end(0) == mf.data_end(RESERVE_ALIGN) == 2 * RESERVE_ALIGN
+        assert mf.data_end(3 * RESERVE_ALIGN) == 3 * RESERVE_ALIGN  # in a hole
+        assert mf.data_end(5 * RESERVE_ALIGN) == 6 * RESERVE_ALIGN
+        assert mf.data_end(size) == size
+        mf.mm[:] = b"\x01" * size
+        assert mf.data_end(0) == size
+    finally:
+        mf.destroy()
+
+
+@pytest.mark.parametrize(("zero_run_pages", "later_zeroed"), [(2, False), (8, True)])
+def test_zeroing_past_a_cut_counts_holes_as_zeros_and_reads_none(
+    tmp_path: Path, zero_run_pages: int, later_zeroed: bool
+) -> None:
+    """Stale bytes past a cut are zeroed until enough zeros follow; a hole is zeros without
+    being read, and stays a hole."""
+    page = RESERVE_ALIGN
+    mf = MappedFile.create(tmp_path / "seg", 0, 16 * page, CONSUME_QUEUE_RESERVE)
+    try:
+        for at in (0, 6 * page):  # stale data, a hole of five pages, stale data
+            mf.reserve_range(at, at + page)
+            mf.mm[at : at + page] = b"\x07" * page
+        mf.zero_from(100, zero_run_pages * page)
+        assert mf.mm[:100] == b"\x07" * 100 and not any(mf.mm[100:page])
+        assert any(mf.mm[6 * page : 7 * page]) is not later_zeroed
+        assert allocated(mf.path) == 2 * page
+    finally:
+        mf.destroy()
+
+
+def test_a_queue_scan_ends_where_its_data_does(tmp_path: Path) -> None:
+    """A unit reaching into a hole was never written whole: the scan ends before it."""
+    mf = MappedFile.create(tmp_path / "cq", 0, 4 * RESERVE_ALIGN, CONSUME_QUEUE_RESERVE)
+    try:
+        mf.reserve_range(0, RESERVE_ALIGN)
+        units = RESERVE_ALIGN // CQ_UNIT_SIZE + 1  # the last one straddles into the hole
+        written = b"".join(CQ_UNIT.pack(100 * n, 100, 7) for n in range(units))
+        mf.mm[:RESERVE_ALIGN] = written[:RESERVE_ALIGN]
+        assert ConsumeQueue._scan(mf) == (units - 1) * CQ_UNIT_SIZE
+        assert allocated(mf.path) == RESERVE_ALIGN
+    finally:
+        mf.destroy()

@@ -69,6 +69,9 @@ class Mapping:
     def reserve_range(self, start: int, end: int) -> None:
         pass
 
+    def data_end(self, pos: int = 0) -> int:
+        return len(self.mm)  # no hole
+
 
 def insert_in_one_call(mm: bytearray, reqs: list[DispatchRequest]) -> None:
     pages = bytearray(b"\x01") * 64  # every slot page reserved
