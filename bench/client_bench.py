@@ -397,6 +397,8 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON at the end")
     args = parser.parse_args()
+    if args.e2e_rate * args.e2e_seconds < 1:
+        parser.error("--e2e-rate x --e2e-seconds must make at least one message")
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     if "redis" in args.systems and shutil.which("redis-server") is None:
