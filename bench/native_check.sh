@@ -15,7 +15,7 @@ PY="${PYTHON:-.venv/bin/python}"
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_records.py
     tests/unit/protocol/test_native_frame.py tests/unit/protocol/test_native_frame_head.py
     tests/unit/protocol/test_native_send_header.py
-    tests/unit/protocol/test_native_decode.py
+    tests/unit/protocol/test_native_decode.py tests/unit/protocol/test_native_rows.py
     tests/unit/protocol/test_message.py tests/unit/store/test_native_index.py
     tests/unit/store/test_native_dispatch.py tests/unit/store/test_native_pull.py
     tests/unit/client/test_native_held.py)

@@ -13,7 +13,8 @@
  * send's header (send_header, V1 and V2: fields of up to 16 NUL-separated words, each naming
  * its field by its first character), and as a
  * store for pull_scan: its first 8 bytes choose the segment sizes, the tag codes and the
- * limits, the rest splits into consume-queue and CommitLog segments.
+ * limits, the rest splits into consume-queue and CommitLog segments; and as a record a Spark
+ * reader decodes into its columns (add_record, at positions 0 and 1).
  * Memory errors are AddressSanitizer's to find: the extension is built with it.
  */
 #define PY_SSIZE_T_CLEAN
@@ -71,6 +72,17 @@ static const char CHECK_SOURCE[] =
     "    check_put(data)\n"
     "    check_frame(data)\n"
     "    check_send_header(data)\n"
+    "    check_rows(data)\n"
+    "from pocketmq.spark import rows\n"
+    "def check_rows(data):\n"
+    "    for store in (False, True):\n"
+    "        for pos in (0, 1):\n"
+    "            got = []\n"
+    "            for f in (s.add_record, rows.add_record_py):\n"
+    "                cols = [[] for _ in range(14 if store else 12)]\n"
+    "                got.append((outcome(f, cols, store, store, data, pos, len(data),\n"
+    "                                    None if pos else 'T', 'b'), typed(cols)))\n"
+    "            assert got[0] == got[1], (data, store, pos, got)\n"
     "from pocketmq.protocol import remoting\n"
     "def check_frame(data):\n"
     "    for frame in (data, b'\\0' + len(data).to_bytes(3, 'big') + data,\n"

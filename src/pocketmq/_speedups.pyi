@@ -2,8 +2,9 @@
 
 import mmap
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from pocketmq.protocol.message import Host, Message, MessageExt
+from pocketmq.protocol.message import Host, Message, MessageExt, ReadableBuffer
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.protocol.send_header import SendHeader
 from pocketmq.store.dispatch import DispatchRequest
@@ -63,6 +64,16 @@ def decode_message(
     inflate_body: bool = False,
 ) -> MessageExt: ...
 def decode_pull_body(body: bytes, restore_retry_topic: bool) -> list[MessageExt]: ...
+def add_record(
+    columns: list[list[Any]],
+    include_properties: bool,
+    store_columns: bool,
+    buf: ReadableBuffer,
+    pos: int,
+    limit: int,
+    topic: str | None,
+    broker: str | None,
+) -> tuple[int, int, int]: ...
 def index_put_requests(
     mm: mmap.mmap | bytearray,
     slot_pages: bytearray,

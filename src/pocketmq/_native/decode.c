@@ -647,3 +647,212 @@ done:
     repeats_clear(&r);
     return out;
 }
+
+/* Names and values add_record reads across its calls: a reader's records come from few
+ * producers and topics (one static set: the GIL is held throughout). */
+static struct repeats row_repeats;
+static PyObject *str_keys, *str_tags;
+
+/* props[name] (a new reference) or None when absent; NULL with an exception set. */
+static PyObject *
+property_or_none(PyObject *props, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(props, name);
+    if (value == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    return Py_NewRef(value);
+}
+
+enum row_column {
+    C_TOPIC, C_BROKER, C_QUEUE_ID, C_QUEUE_OFFSET, C_MSG_ID, C_KEYS, C_TAGS, C_BODY,
+    C_PROPERTIES, C_BORN_TIMESTAMP, C_STORE_TIMESTAMP, C_RECONSUME_TIMES, C_PHY_OFFSET,
+    C_SYS_FLAG, C_COUNT
+};
+#define READ_COLUMNS C_PHY_OFFSET
+
+/* The row of the record at rec[0..limit) into values[0..count): new references. Returns 1,
+ * 0 when the record is off the fast path (the reference decides: no exception set), or -1
+ * with an exception set. */
+static int
+row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject *broker,
+           int include_properties, PyObject **values, int64_t *size)
+{
+    if (limit < POS_BODY) {
+        return 0;
+    }
+    int64_t total = (int32_t)be32(rec);
+    uint32_t magic = be32(rec + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit) {
+        return 0;
+    }
+    int32_t sys_flag = (int32_t)be32(rec + 36);
+    if (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOSTADDRESS_V6 | SYSFLAG_COMPRESSED)) {
+        return 0;
+    }
+    int64_t body_len = (int32_t)be32(rec + 84);
+    int64_t p = POS_BODY;
+    if (body_len < 0 || p + body_len > total) {
+        return 0;
+    }
+    const unsigned char *body = rec + p;
+    p += body_len;
+    int64_t topic_len;
+    if (magic == MAGIC_V1) {
+        if (p + 1 > total) {
+            return 0;
+        }
+        topic_len = rec[p];
+        p += 1;
+    }
+    else {
+        if (p + 2 > total) {
+            return 0;
+        }
+        topic_len = ((int64_t)rec[p] << 8) | rec[p + 1];
+        p += 2;
+    }
+    if (p + topic_len + 2 > total) {
+        return 0;
+    }
+    const unsigned char *topic_raw = rec + p;
+    p += topic_len;
+    int64_t props_len = (int16_t)(((unsigned)rec[p] << 8) | rec[p + 1]);
+    p += 2;
+    if (props_len < 0 || p + props_len != total) {
+        return 0;
+    }
+    /* Timestamps in microseconds; one past int64 is the reference's (an int it appends,
+     * which the batch's conversion then refuses). */
+    int64_t born_us, store_us;
+    if (__builtin_mul_overflow(be64(rec + 40), (int64_t)1000, &born_us)
+        || __builtin_mul_overflow(be64(rec + 56), (int64_t)1000, &store_us)) {
+        return 0;
+    }
+    struct repeats *r = &row_repeats;
+    PyObject *props = props_len ? decode_properties_raw(r, rec + p, (Py_ssize_t)props_len)
+                                : PyDict_New();
+    if (props == NULL) {
+        return -1;
+    }
+    int filled = 0;
+#define PUT(expr)                                                                          \
+    do {                                                                                   \
+        if ((values[filled] = (expr)) == NULL) {                                           \
+            goto fail;                                                                     \
+        }                                                                                  \
+        filled++;                                                                          \
+    } while (0)
+    PUT(topic != Py_None ? Py_NewRef(topic) : topic_str(r, topic_raw, (Py_ssize_t)topic_len));
+    PUT(Py_NewRef(broker));
+    PUT(PyLong_FromLong((int32_t)be32(rec + 12)));
+    PUT(PyLong_FromLongLong(be64(rec + 20)));
+    {
+        /* `props.get(UNIQ_KEY) or` the offset id */
+        PyObject *uniq = PyDict_GetItemWithError(props, str_uniq_key);
+        if (uniq == NULL && PyErr_Occurred()) {
+            goto fail;
+        }
+        int truthy = uniq == NULL ? 0 : PyObject_IsTrue(uniq);
+        if (truthy < 0) {
+            goto fail;
+        }
+        PUT(truthy ? Py_NewRef(uniq) : offset_msg_id(rec + 64, rec + 28));
+    }
+    PUT(property_or_none(props, str_keys));
+    PUT(property_or_none(props, str_tags));
+    PUT(PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len));
+    /* The dict itself: Arrow converts it as the map it is, and a dict of str, unlike a list
+     * of tuples, is nothing the garbage collector tracks. */
+    PUT(Py_NewRef(include_properties ? props : Py_None));
+    PUT(PyLong_FromLongLong(born_us));
+    PUT(PyLong_FromLongLong(store_us));
+    PUT(PyLong_FromLong((int32_t)be32(rec + 72)));
+    PUT(PyLong_FromLongLong(be64(rec + 28)));
+    PUT(PyLong_FromLong(sys_flag));
+#undef PUT
+    Py_DECREF(props);
+    *size = total;
+    return 1;
+fail:
+    Py_DECREF(props);
+    for (int i = 0; i < filled; i++) {
+        Py_DECREF(values[i]);
+    }
+    return -1;
+}
+
+PyObject *
+pmq_add_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    /* add_record(columns, include_properties, store_columns, buf, pos, limit, topic, broker) */
+    if (kwnames != NULL || nargs != 8) {
+        goto reference;
+    }
+    PyObject *columns = args[0], *include = args[1], *store = args[2], *topic = args[6];
+    PyObject *broker = args[7];
+    if ((include != Py_True && include != Py_False) || (store != Py_True && store != Py_False)
+        || (topic != Py_None && !PyUnicode_CheckExact(topic))
+        || (broker != Py_None && !PyUnicode_CheckExact(broker))
+        || !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5])) {
+        goto reference;
+    }
+    Py_ssize_t count = store == Py_True ? C_COUNT : READ_COLUMNS;
+    if (!PyList_CheckExact(columns) || PyList_GET_SIZE(columns) != count) {
+        goto reference;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyList_CheckExact(PyList_GET_ITEM(columns, i))) {
+            goto reference;
+        }
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[4]), limit = PyLong_AsSsize_t(args[5]);
+    if ((pos == -1 || limit == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto reference;
+    }
+    if (str_keys == NULL) {
+        str_keys = PyUnicode_InternFromString("KEYS");
+        str_tags = PyUnicode_InternFromString("TAGS");
+        if (str_keys == NULL || str_tags == NULL) {
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    int got = fast_buffer(args[3], &view);
+    if (got <= 0) {
+        if (got < 0) {
+            return NULL;
+        }
+        goto reference;
+    }
+    PyObject *values[C_COUNT];
+    int64_t size = 0;
+    int rc = 0;
+    if (0 <= pos && pos <= limit && limit <= view.len) {
+        rc = row_values((const unsigned char *)view.buf + pos, limit - pos, topic, broker,
+                        include == Py_True, values, &size);
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        return NULL;
+    }
+    if (rc == 0) {
+        goto reference;
+    }
+    PyObject *result = Py_BuildValue("(LOO)", (long long)size, values[C_PHY_OFFSET],
+                                     values[C_QUEUE_OFFSET]);
+    /* Every value is built: the appends fail only for want of memory. */
+    for (Py_ssize_t i = 0; i < count && result != NULL; i++) {
+        if (PyList_Append(PyList_GET_ITEM(columns, i), values[i]) < 0) {
+            Py_CLEAR(result);
+        }
+    }
+    for (int i = 0; i < C_COUNT; i++) {
+        Py_DECREF(values[i]);
+    }
+    return result;
+reference:
+    return pmq_call_reference("add_record", args, nargs, kwnames);
+}

@@ -128,6 +128,8 @@ static PyMethodDef speedups_methods[] = {
     {"decode_pull_body", (PyCFunction)(void (*)(void))pmq_decode_pull_body,
      METH_FASTCALL | METH_KEYWORDS,
      "The messages of a pull answer's body, in order, as a consumer sees them."},
+    {"add_record", (PyCFunction)(void (*)(void))pmq_add_record, METH_FASTCALL | METH_KEYWORDS,
+     "Decode a CommitLog record into a Spark reader's columns: (size, phy_offset, queue_offset)."},
     {"hold_messages", (PyCFunction)(void (*)(void))pmq_hold_messages,
      METH_FASTCALL | METH_KEYWORDS,
      "Add a pulled batch to a process queue's messages by offset: (bytes added, highest)."},

@@ -110,6 +110,8 @@ PyObject *pmq_decode_message(PyObject *module, PyObject *const *args, Py_ssize_t
                              PyObject *kwnames);
 PyObject *pmq_decode_pull_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
+PyObject *pmq_add_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
 PyObject *pmq_hold_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames);
 PyObject *pmq_release_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

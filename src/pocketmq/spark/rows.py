@@ -1,7 +1,8 @@
 """Row schemas of the data sources and the Arrow batches their readers yield.
 
 Readers yield ``pyarrow.RecordBatch`` es rather than tuples: Spark takes them as they are,
-which spares a Python conversion per row. No I/O here.
+which spares a Python conversion per row. A record goes into the columns in one call,
+``add_record`` (in C when the extension is active: pocketmq.protocol.native). No I/O here.
 
 Schema of ``format("pocketmq")``, and how it maps to Spark's Kafka source::
 
@@ -32,6 +33,7 @@ from typing import Any, Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from pocketmq.protocol.message import MessageConst, MessageExt, ReadableBuffer, SysFlag
+from pocketmq.protocol.native import select
 from pocketmq.protocol.properties import decode_properties
 from pocketmq.protocol.record_codec import (
     MESSAGE_MAGIC_CODE,
@@ -104,96 +106,14 @@ class RowBuffer:
         for col in self.columns:
             del col[rows:]
 
-    def add(self, msg: MessageExt, topic: str, broker: str | None, body: bytes) -> None:
-        """Append one message; ``body`` is the inflated body, ``msg_id`` what consumers see."""
-        c = self.columns
-        props = msg.properties
-        c[0].append(topic)
-        c[1].append(broker)
-        c[2].append(msg.queue_id)
-        c[3].append(msg.queue_offset)
-        c[4].append(msg.msg_id)
-        c[5].append(props.get("KEYS"))
-        c[6].append(props.get("TAGS"))
-        c[7].append(body)
-        c[8].append(list(props.items()) if self.include_properties else None)
-        c[9].append(msg.born_timestamp * 1000)
-        c[10].append(msg.store_timestamp * 1000)
-        c[11].append(msg.reconsume_times)
-        if self.store_columns:
-            c[12].append(msg.phy_offset)
-            c[13].append(msg.sys_flag)
-
     def add_record(
         self, buf: ReadableBuffer, pos: int, limit: int, topic: str | None, broker: str | None
     ) -> tuple[int, int, int]:
-        """Decode the CommitLog record at buf[pos] (ending by limit) straight into the columns,
-        as a consumer sees it: body inflated, msg_id the UNIQ_KEY if there is one. ``topic``
-        replaces the record's topic when given (a retry queue's records name the original).
-
-        One struct unpack and no MessageExt: this is the readers' inner loop. Records with
-        IPv6 hosts take decode_message.
-
-        Returns:
-            (record size, its phy_offset, its queue_offset).
-
-        Raises:
-            RecordError: the record's lengths are inconsistent.
-            zlib.error: a compressed body does not inflate.
-        """
-        if limit - pos < _FIXED_V4.size:
-            raise RecordError(f"truncated record: {limit - pos} bytes left")
-        (
-            total, magic, _crc, queue_id, _flag, queue_offset, phy_offset, sys_flag, born_ts,
-            _born_host, store_ts, store_host, reconsume, _prepared, body_len,
-        ) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-            raise RecordError(f"bad magic code {magic:08x}")
-        if total < MIN_RECORD_SIZE or total > limit - pos:
-            raise RecordError(f"record size {total} does not fit the {limit - pos} bytes left")
-        if sys_flag & _V6_HOSTS:
-            msg = decode_message(bytes(buf[pos : pos + total]))
-            body = inflate(msg)
-            msg.msg_id = msg.uniq_key or msg.msg_id
-            self.add(msg, topic or msg.topic, broker, body)
-            return total, msg.phy_offset, msg.queue_offset
-        end = pos + total
-        p = pos + _FIXED_V4.size
-        if body_len < 0 or p + body_len > end:
-            raise RecordError(f"body length {body_len} overruns the record")
-        body = bytes(buf[p : p + body_len])
-        p += body_len
-        p, topic_len = topic_field(buf, p, magic, end)
-        if topic is None:
-            topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
-        p += topic_len
-        props_len = _H16.unpack_from(buf, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len != end:
-            raise RecordError(f"length mismatch: record says {total} bytes")
-        props = decode_properties(bytes(buf[p:end]).decode("utf-8", "replace")) if props_len else {}
-        if sys_flag & SysFlag.COMPRESSED:
-            body = zlib.decompress(body)
-        msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or (
-            (store_host + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
-        )
-        c = self.columns
-        c[0].append(topic)
-        c[1].append(broker)
-        c[2].append(queue_id)
-        c[3].append(queue_offset)
-        c[4].append(msg_id)
-        c[5].append(props.get("KEYS"))
-        c[6].append(props.get("TAGS"))
-        c[7].append(body)
-        c[8].append(list(props.items()) if self.include_properties else None)
-        c[9].append(born_ts * 1000)
-        c[10].append(store_ts * 1000)
-        c[11].append(reconsume)
-        if self.store_columns:
-            c[12].append(phy_offset)
-            c[13].append(sys_flag)
-        return total, phy_offset, queue_offset
+        """``add_record`` of the record at buf[pos] (ending by limit) into these columns."""
+        return add_record(
+            self.columns, self.include_properties, self.store_columns, buf, pos, limit, topic,
+            broker,
+        )  # fmt: skip
 
     def flush(self) -> pa.RecordBatch:
         """The collected rows as one RecordBatch; the buffer starts empty again."""
@@ -202,3 +122,109 @@ class RowBuffer:
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _add_message(
+    columns: list[list[Any]], include_properties: bool, store_columns: bool, msg: MessageExt,
+    topic: str, broker: str | None, body: bytes,
+) -> None:  # fmt: skip
+    """Append one decoded message; ``body`` is the inflated body, ``msg_id`` what consumers
+    see."""
+    c = columns
+    props = msg.properties
+    c[0].append(topic)
+    c[1].append(broker)
+    c[2].append(msg.queue_id)
+    c[3].append(msg.queue_offset)
+    c[4].append(msg.msg_id)
+    c[5].append(props.get("KEYS"))
+    c[6].append(props.get("TAGS"))
+    c[7].append(body)
+    c[8].append(props if include_properties else None)
+    c[9].append(msg.born_timestamp * 1000)
+    c[10].append(msg.store_timestamp * 1000)
+    c[11].append(msg.reconsume_times)
+    if store_columns:
+        c[12].append(msg.phy_offset)
+        c[13].append(msg.sys_flag)
+
+
+def add_record_py(
+    columns: list[list[Any]], include_properties: bool, store_columns: bool,
+    buf: ReadableBuffer, pos: int, limit: int, topic: str | None, broker: str | None,
+) -> tuple[int, int, int]:  # fmt: skip
+    """Decode the CommitLog record at buf[pos] (ending by limit) straight into ``columns`` (a
+    RowBuffer's: READ_ARROW_SCHEMA's, and STORE_ARROW_SCHEMA's two more when
+    ``store_columns``), as a consumer sees it: body inflated, msg_id the UNIQ_KEY if there is
+    one. ``topic`` replaces the record's topic when given (a retry queue's records name the
+    original). Appends nothing unless the record decodes.
+
+    One struct unpack and no MessageExt: this is the readers' inner loop (and the reference of
+    the extension's, which takes the records with IPv4 hosts and a body as stored). Records
+    with IPv6 hosts take decode_message.
+
+    Returns:
+        (record size, its phy_offset, its queue_offset).
+
+    Raises:
+        RecordError: the record's lengths are inconsistent.
+        zlib.error: a compressed body does not inflate.
+    """
+    if limit - pos < _FIXED_V4.size:
+        raise RecordError(f"truncated record: {limit - pos} bytes left")
+    (
+        total, magic, _crc, queue_id, _flag, queue_offset, phy_offset, sys_flag, born_ts,
+        _born_host, store_ts, store_host, reconsume, _prepared, body_len,
+    ) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        raise RecordError(f"bad magic code {magic:08x}")
+    if total < MIN_RECORD_SIZE or total > limit - pos:
+        raise RecordError(f"record size {total} does not fit the {limit - pos} bytes left")
+    if sys_flag & _V6_HOSTS:
+        msg = decode_message(bytes(buf[pos : pos + total]))
+        body = inflate(msg)
+        msg.msg_id = msg.uniq_key or msg.msg_id
+        _add_message(
+            columns, include_properties, store_columns, msg, topic or msg.topic, broker, body
+        )
+        return total, msg.phy_offset, msg.queue_offset
+    end = pos + total
+    p = pos + _FIXED_V4.size
+    if body_len < 0 or p + body_len > end:
+        raise RecordError(f"body length {body_len} overruns the record")
+    body = bytes(buf[p : p + body_len])
+    p += body_len
+    p, topic_len = topic_field(buf, p, magic, end)
+    if topic is None:
+        topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    props_len = _H16.unpack_from(buf, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len != end:
+        raise RecordError(f"length mismatch: record says {total} bytes")
+    props = decode_properties(bytes(buf[p:end]).decode("utf-8", "replace")) if props_len else {}
+    if sys_flag & SysFlag.COMPRESSED:
+        body = zlib.decompress(body)
+    msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or (
+        (store_host + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
+    )
+    c = columns
+    c[0].append(topic)
+    c[1].append(broker)
+    c[2].append(queue_id)
+    c[3].append(queue_offset)
+    c[4].append(msg_id)
+    c[5].append(props.get("KEYS"))
+    c[6].append(props.get("TAGS"))
+    c[7].append(body)
+    c[8].append(props if include_properties else None)
+    c[9].append(born_ts * 1000)
+    c[10].append(store_ts * 1000)
+    c[11].append(reconsume)
+    if store_columns:
+        c[12].append(phy_offset)
+        c[13].append(sys_flag)
+    return total, phy_offset, queue_offset
+
+
+add_record = select("add_record", add_record_py)

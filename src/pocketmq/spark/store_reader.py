@@ -166,12 +166,14 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
     if mm is None:
         return
     buf = RowBuffer(include_properties=opts.include_properties, store_columns=True)
-    walk = RecordWalk(mm, rng.lo, rng.hi, base_offset=rng.file_offset)
+    # A memoryview, which the native add_record reads (the mapping must outlive it).
+    view = memoryview(mm)
+    walk = RecordWalk(view, rng.lo, rng.hi, base_offset=rng.file_offset)
     try:
         for _ in walk.sizes():
             mark = len(buf)
             try:
-                buf.add_record(mm, walk.pos, walk.end, None, opts.broker)
+                buf.add_record(view, walk.pos, walk.end, None, opts.broker)
             except (RecordError, ValueError, zlib.error) as exc:
                 buf.truncate(mark)
                 _damage(rng, walk.pos, str(exc), opts)
@@ -184,4 +186,5 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
         if len(buf):
             yield buf.flush()
     finally:
+        view.release()
         mm.close()
