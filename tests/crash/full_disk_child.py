@@ -26,6 +26,27 @@ QUEUES = 4
 MAX_MESSAGES = 100_000
 
 
+def body(i: int) -> bytes:
+    return i.to_bytes(4, "big") * 256
+
+
+def read_back_intact(store: MessageStore, acked: int) -> int:
+    """Messages 0..acked-1 of topic T read back intact (queue q holds q, q + QUEUES, ... in
+    order)."""
+    count = 0
+    for queue_id in range(QUEUES):
+        offset = 0
+        while True:
+            got = store.get_message("T", queue_id, offset, 256)
+            if got.status is not GetStatus.FOUND:
+                break
+            for n, raw in enumerate(got.messages, start=offset):
+                i = queue_id + n * QUEUES
+                count += i < acked and body(i) in raw
+            offset = got.next_begin_offset
+    return count
+
+
 def main() -> None:
     config = StoreConfig(
         store_path_root_dir=Path(sys.argv[1]),
@@ -40,9 +61,6 @@ def main() -> None:
     store.disk_usage = lambda _path: (10, 100)
     store.open()
 
-    def body(i: int) -> bytes:
-        return i.to_bytes(4, "big") * 256
-
     def message(i: int) -> MessageExt:
         props = {"KEYS": f"k{i}", "UNIQ_KEY": f"u{i}"}
         return MessageExt(topic="T", body=body(i), queue_id=i % QUEUES, properties=props)
@@ -56,17 +74,7 @@ def main() -> None:
         return MAX_MESSAGES, None, []
 
     acked, refusal, later = asyncio.run(fill())
-    # Queue q holds messages q, q + QUEUES, ... in order: count those read back intact.
-    read_back = 0
-    for queue_id in range(QUEUES):
-        offset = 0
-        while True:
-            got = store.get_message("T", queue_id, offset, 256)
-            if got.status is not GetStatus.FOUND:
-                break
-            for n, raw in enumerate(got.messages, start=offset):
-                read_back += body(queue_id + n * QUEUES) in raw
-            offset = got.next_begin_offset
+    read_back = read_back_intact(store, acked)
     store.close()
     print(
         json.dumps(

@@ -25,13 +25,13 @@ import sys
 import time
 from pathlib import Path
 
+from full_disk_child import QUEUES, body, read_back_intact
+
 from pocketmq.protocol.message import MessageExt
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.inspect import inspect_store
 from pocketmq.store.message_store import MessageStore
-from pocketmq.store.results import GetStatus
 
-QUEUES = 4
 KEYED = 40
 ABSENT = 2_000
 MAX_MESSAGES = 100_000
@@ -48,10 +48,6 @@ def config(root: Path) -> StoreConfig:
         max_index_num=4_000,
         clean_resource_interval=3_600_000,
     )
-
-
-def body(i: int) -> bytes:
-    return i.to_bytes(4, "big") * 256
 
 
 def message(i: int) -> MessageExt:
@@ -77,22 +73,6 @@ def queries(store: MessageStore) -> dict[str, int]:
         bool(store.query_message("T", f"absent{j}", 32, 0, now).messages) for j in range(ABSENT)
     )
     return {"keys_found": found, "absent_found": phantom}
-
-
-def read_back(store: MessageStore, acked: int) -> int:
-    """Messages 0..acked-1 read back intact (queue q holds q, q + QUEUES, ... in order)."""
-    count = 0
-    for queue_id in range(QUEUES):
-        offset = 0
-        while True:
-            got = store.get_message("T", queue_id, offset, 256)
-            if got.status is not GetStatus.FOUND:
-                break
-            for n, raw in enumerate(got.messages, start=offset):
-                i = queue_id + n * QUEUES
-                count += i < acked and body(i) in raw
-            offset = got.next_begin_offset
-    return count
 
 
 def fill(root: Path) -> None:
@@ -122,7 +102,7 @@ def reopen(root: Path, acked: int) -> None:
     store = open_store(root)
     result: dict[str, object] = {
         "last_exit_ok": store.last_exit_ok,
-        "read_back": read_back(store, acked),
+        "read_back": read_back_intact(store, acked),
         **queries(store),
     }
     store.close()
