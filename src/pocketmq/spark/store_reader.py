@@ -169,21 +169,22 @@ def read_file_range(rng: FileRange, opts: StoreReadOptions) -> Iterator[pa.Recor
     # A memoryview, which the native add_record reads (the mapping must outlive it).
     view = memoryview(mm)
     walk = RecordWalk(view, rng.lo, rng.hi, base_offset=rng.file_offset)
+    rows = 0  # in buf: counted here, the loop's only Python work besides the walk
     try:
         for _ in walk.sizes():
-            mark = len(buf)
             try:
                 buf.add_record(view, walk.pos, walk.end, None, opts.broker)
-            except (RecordError, ValueError, zlib.error) as exc:
-                buf.truncate(mark)
+            except (RecordError, ValueError, zlib.error) as exc:  # nothing was added
                 _damage(rng, walk.pos, str(exc), opts)
                 break
-            if len(buf) >= BATCH_ROWS:
+            rows += 1
+            if rows == BATCH_ROWS:
                 yield buf.flush()
+                rows = 0
         else:
             if walk.stop is Stop.DAMAGED:
                 _damage(rng, walk.pos, walk.detail, opts)
-        if len(buf):
+        if rows:
             yield buf.flush()
     finally:
         view.release()
