@@ -211,7 +211,14 @@ class MappedFile:
         return self.wrote_position >= self.file_size
 
     def data_end(self, pos: int = 0) -> int:
-        """Where the file's data from ``pos`` on ends (see ``data_end``)."""
+        """Where the file's data from ``pos`` on ends (see ``data_end``).
+
+        Raises:
+            ValueError: the file is closed (removed by retention meanwhile), as its mapping
+                raises then.
+        """
+        if self._fd < 0:
+            raise ValueError(f"{self.path} is closed")
         return data_end(self._fd, pos, self.file_size)
 
     def reserve(self, end: int) -> None:

@@ -226,6 +226,25 @@ def test_data_ends_at_the_first_hole(tmp_path: Path) -> None:
         assert mf.data_end(0) == size
     finally:
         mf.destroy()
+    with pytest.raises(ValueError, match="closed"):  # what a reader of a removed file meets
+        mf.data_end(0)
+
+
+def test_a_query_skips_an_index_file_removed_meanwhile(tmp_path: Path) -> None:
+    """A key query reads a slot page it has not reserved only after asking where the file's
+    data ends; a file retention closed meanwhile raises ValueError, as its mapping would,
+    which the query takes as the file being gone."""
+    mf = MappedFile.create(tmp_path / "idx", 0, IndexFile.file_size(64, 100), INDEX_ENTRIES_RESERVE)
+    f = IndexFile(mf, 64, 100, created=True)
+    assert f.put_key(7, 1000, 1)
+    reopened = IndexFile(MappedFile.open(mf.path, 0, mf.file_size, INDEX_ENTRIES_RESERVE), 64, 100)
+    mf.close()
+    out: list[int] = []
+    reopened.select("absent", 10, 0, 1 << 62, out)  # its slot page not reserved by this object
+    reopened.mf.close()
+    with pytest.raises(ValueError):
+        reopened.select("absent", 10, 0, 1 << 62, out)
+    assert out == []
 
 
 @pytest.mark.parametrize(("zero_run_pages", "later_zeroed"), [(2, False), (8, True)])
