@@ -342,3 +342,15 @@ def test_stream_data_loss_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     end = lenient.latestOffset({"A": {"b": {"0": 10}}}, ReadAllAvailable())
     parts = lenient.partitions({"A": {"b": {"0": 10}}}, end)
     assert [(p.value.start, p.value.end) for p in parts] == [(0, 5)]
+
+
+def test_pulled_records_outside_the_range_are_left_out() -> None:
+    """A pull answer may start before the range (a broker rounds to its own boundaries) and
+    run past its end: those rows are dropped, the others kept in order."""
+    body = b"".join(
+        bytes(encode_record(MessageExt(topic="A", body=b"b%d" % i, queue_offset=i)))
+        for i in range(6)
+    )
+    buf = RowBuffer(include_properties=False, store_columns=False)
+    pull_reader._add_records(buf, body, QueueRange("A", "b", "h:1", 0, 2, 4))
+    assert [r["queue_offset"] for r in buf.flush().to_pylist()] == [2, 3]

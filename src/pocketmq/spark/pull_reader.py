@@ -212,13 +212,12 @@ def _add_records(buf: RowBuffer, body: bytes, rng: QueueRange) -> None:
     """
     pos = 0
     while pos < len(body):
-        mark = len(buf)
         try:
             size, _, queue_offset = buf.add_record(body, pos, len(body), rng.topic, rng.broker)
         except (RecordError, zlib.error, struct.error) as exc:
             raise ClientError(f"cannot decode the messages pulled from {rng}: {exc}") from exc
         if not rng.start <= queue_offset < rng.end:
-            buf.truncate(mark)
+            buf.truncate(len(buf) - 1)  # the row just added
         pos += size
 
 
