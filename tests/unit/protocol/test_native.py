@@ -87,6 +87,14 @@ HOMES = {
     "hold_messages": process_queue,
     "release_messages": process_queue,
 }
+# The Spark readers' decoder, where pyarrow (a Spark extra) is installed: importing its module
+# registers its reference.
+try:
+    from pocketmq.spark import rows
+except ImportError:
+    pass
+else:
+    HOMES["add_record"] = rows
 
 
 def assert_same(name: str, *args: Any, **kwargs: Any) -> None:
