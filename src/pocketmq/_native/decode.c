@@ -1,5 +1,6 @@
-/* The read path: CommitLog records into MessageExt objects (decode_message), and a whole
- * PULL_MESSAGE body in one call (decode_pull_body). No I/O here.
+/* The read path: CommitLog records into MessageExt objects (decode_message), a whole
+ * PULL_MESSAGE body in one call (decode_pull_body), and a record into a Spark reader's
+ * columns (add_record). One parser of a record's layout serves the three. No I/O here.
  *
  * The fast path decodes what the hot path carries: a version 1 or 2 record with IPv4 hosts,
  * no CRC check asked for, a body left as stored. Everything else goes to the reference
@@ -362,6 +363,73 @@ as_consumer_sees(PyObject *msg, int restore_retry_topic)
     return 0;
 }
 
+/* A record with IPv4 hosts in rec[0..limit): where its variable parts lie. */
+struct v4_record {
+    int64_t total;
+    int32_t sys_flag;
+    const unsigned char *body, *topic, *props;
+    int64_t body_len, topic_len, props_len;
+};
+
+/* Reads the record at rec into *out, each length checked against the bytes left before it is
+ * used, as the references check them. Returns 1, or 0 when it is not a sound version 1 or 2
+ * record with IPv4 hosts (the fast paths leave it to the reference). */
+static int
+parse_v4_record(const unsigned char *rec, Py_ssize_t limit, struct v4_record *out)
+{
+    if (limit < 8) {
+        return 0;
+    }
+    int64_t total = (int32_t)be32(rec);
+    uint32_t magic = be32(rec + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit) {
+        return 0;
+    }
+    int32_t sys_flag = (int32_t)be32(rec + 36);
+    if (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOSTADDRESS_V6)) {
+        return 0;
+    }
+    int64_t body_len = (int32_t)be32(rec + 84);
+    int64_t p = POS_BODY;
+    if (body_len < 0 || p + body_len > total) {
+        return 0;
+    }
+    out->body = rec + p;
+    p += body_len;
+    int64_t topic_len;
+    if (magic == MAGIC_V1) {
+        if (p + 1 > total) {
+            return 0;
+        }
+        topic_len = rec[p];
+        p += 1;
+    }
+    else {
+        if (p + 2 > total) {
+            return 0;
+        }
+        topic_len = ((int64_t)rec[p] << 8) | rec[p + 1];
+        p += 2;
+    }
+    if (p + topic_len + 2 > total) {
+        return 0;
+    }
+    out->topic = rec + p;
+    p += topic_len;
+    int64_t props_len = (int16_t)(((unsigned)rec[p] << 8) | rec[p + 1]);
+    p += 2;
+    if (props_len < 0 || p + props_len != total) {
+        return 0;
+    }
+    out->props = rec + p;
+    out->total = total;
+    out->sys_flag = sys_flag;
+    out->body_len = body_len;
+    out->topic_len = topic_len;
+    out->props_len = props_len;
+    return 1;
+}
+
 /* Whose view of a record decode_record builds: the store's, or a consumer's (as_consumer_sees,
  * of a message pulled from a normal or from a retry topic). */
 enum record_view { VIEW_STORE, VIEW_CONSUMER, VIEW_CONSUMER_RETRY };
@@ -373,55 +441,12 @@ static PyObject *
 decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int inflate_body,
               enum record_view view)
 {
-    if (limit < 8) {
+    struct v4_record f;
+    if (!parse_v4_record(rec, limit, &f) || (inflate_body && (f.sys_flag & SYSFLAG_COMPRESSED))) {
         return NULL;
     }
-    int64_t total = (int32_t)be32(rec);
-    uint32_t magic = be32(rec + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit) {
-        return NULL;
-    }
-    int32_t sys_flag = (int32_t)be32(rec + 36);
-    if (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOSTADDRESS_V6)) {
-        return NULL;
-    }
-    if (inflate_body && (sys_flag & SYSFLAG_COMPRESSED)) {
-        return NULL;
-    }
-    int64_t body_len = (int32_t)be32(rec + 84);
-    int64_t p = POS_BODY;
-    if (body_len < 0 || p + body_len > total) {
-        return NULL;
-    }
-    const unsigned char *body = rec + p;
-    p += body_len;
-    int64_t topic_len;
-    if (magic == MAGIC_V1) {
-        if (p + 1 > total) {
-            return NULL;
-        }
-        topic_len = rec[p];
-        p += 1;
-    }
-    else {
-        if (p + 2 > total) {
-            return NULL;
-        }
-        topic_len = ((int64_t)rec[p] << 8) | rec[p + 1];
-        p += 2;
-    }
-    if (p + topic_len + 2 > total) {
-        return NULL;
-    }
-    const unsigned char *topic_raw = rec + p;
-    p += topic_len;
-    int64_t props_len = (int16_t)(((unsigned)rec[p] << 8) | rec[p + 1]);
-    p += 2;
-    if (props_len < 0 || p + props_len != total) {
-        return NULL;
-    }
-    const unsigned char *props_raw = rec + p;
-
+    int64_t total = f.total;
+    int32_t sys_flag = f.sys_flag;
     PyObject *msg = message_type->tp_alloc(message_type, 0);
     if (msg == NULL) {
         return NULL;
@@ -436,11 +461,11 @@ decode_record(struct repeats *r, const unsigned char *rec, Py_ssize_t limit, int
         }                                                                                  \
         SLOT(msg, f) = value_;                                                             \
     } while (0)
-    SET(F_TOPIC, topic_str(r, topic_raw, (Py_ssize_t)topic_len));
-    SET(F_BODY, PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len));
+    SET(F_TOPIC, topic_str(r, f.topic, (Py_ssize_t)f.topic_len));
+    SET(F_BODY, PyBytes_FromStringAndSize((const char *)f.body, (Py_ssize_t)f.body_len));
     SET(F_QUEUE_ID, PyLong_FromLong((int32_t)be32(rec + 12)));
     SET(F_FLAG, PyLong_FromLong((int32_t)be32(rec + 16)));
-    SET(F_PROPERTIES, decode_properties_raw(r, props_raw, (Py_ssize_t)props_len));
+    SET(F_PROPERTIES, decode_properties_raw(r, f.props, (Py_ssize_t)f.props_len));
     SET(F_SYS_FLAG, PyLong_FromLong(sys_flag));
     SET(F_BORN_TIMESTAMP, repeated_number(r, N_BORN_TIMESTAMP, (int64_t)be64(rec + 40)));
     SET(F_BORN_HOST, ipv4_host(0, rec + 48));
@@ -678,48 +703,8 @@ static int
 row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject *broker,
            int include_properties, PyObject **values, int64_t *size)
 {
-    if (limit < POS_BODY) {
-        return 0;
-    }
-    int64_t total = (int32_t)be32(rec);
-    uint32_t magic = be32(rec + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit) {
-        return 0;
-    }
-    int32_t sys_flag = (int32_t)be32(rec + 36);
-    if (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOSTADDRESS_V6 | SYSFLAG_COMPRESSED)) {
-        return 0;
-    }
-    int64_t body_len = (int32_t)be32(rec + 84);
-    int64_t p = POS_BODY;
-    if (body_len < 0 || p + body_len > total) {
-        return 0;
-    }
-    const unsigned char *body = rec + p;
-    p += body_len;
-    int64_t topic_len;
-    if (magic == MAGIC_V1) {
-        if (p + 1 > total) {
-            return 0;
-        }
-        topic_len = rec[p];
-        p += 1;
-    }
-    else {
-        if (p + 2 > total) {
-            return 0;
-        }
-        topic_len = ((int64_t)rec[p] << 8) | rec[p + 1];
-        p += 2;
-    }
-    if (p + topic_len + 2 > total) {
-        return 0;
-    }
-    const unsigned char *topic_raw = rec + p;
-    p += topic_len;
-    int64_t props_len = (int16_t)(((unsigned)rec[p] << 8) | rec[p + 1]);
-    p += 2;
-    if (props_len < 0 || p + props_len != total) {
+    struct v4_record f;
+    if (!parse_v4_record(rec, limit, &f) || (f.sys_flag & SYSFLAG_COMPRESSED)) {
         return 0;
     }
     /* Timestamps in microseconds; one past int64 is the reference's (an int it appends,
@@ -730,8 +715,8 @@ row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject
         return 0;
     }
     struct repeats *r = &row_repeats;
-    PyObject *props = props_len ? decode_properties_raw(r, rec + p, (Py_ssize_t)props_len)
-                                : PyDict_New();
+    PyObject *props = f.props_len ? decode_properties_raw(r, f.props, (Py_ssize_t)f.props_len)
+                                  : PyDict_New();
     if (props == NULL) {
         return -1;
     }
@@ -743,7 +728,7 @@ row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject
         }                                                                                  \
         filled++;                                                                          \
     } while (0)
-    PUT(topic != Py_None ? Py_NewRef(topic) : topic_str(r, topic_raw, (Py_ssize_t)topic_len));
+    PUT(topic != Py_None ? Py_NewRef(topic) : topic_str(r, f.topic, (Py_ssize_t)f.topic_len));
     PUT(Py_NewRef(broker));
     PUT(PyLong_FromLong((int32_t)be32(rec + 12)));
     PUT(PyLong_FromLongLong(be64(rec + 20)));
@@ -761,7 +746,7 @@ row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject
     }
     PUT(property_or_none(props, str_keys));
     PUT(property_or_none(props, str_tags));
-    PUT(PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len));
+    PUT(PyBytes_FromStringAndSize((const char *)f.body, (Py_ssize_t)f.body_len));
     /* The dict itself: Arrow converts it as the map it is, and a dict of str, unlike a list
      * of tuples, is nothing the garbage collector tracks. */
     PUT(Py_NewRef(include_properties ? props : Py_None));
@@ -769,10 +754,10 @@ row_values(const unsigned char *rec, Py_ssize_t limit, PyObject *topic, PyObject
     PUT(PyLong_FromLongLong(store_us));
     PUT(PyLong_FromLong((int32_t)be32(rec + 72)));
     PUT(PyLong_FromLongLong(be64(rec + 28)));
-    PUT(PyLong_FromLong(sys_flag));
+    PUT(PyLong_FromLong(f.sys_flag));
 #undef PUT
     Py_DECREF(props);
-    *size = total;
+    *size = f.total;
     return 1;
 fail:
     Py_DECREF(props);
