@@ -38,8 +38,8 @@ test: $(STAMP)
 		|| { echo "pocketmq._speedups did not build (see pip's output)"; exit 1; }
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q --durations=15
-	POCKETMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q --durations=15 tests/unit tests/fuzz tests/crash \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	POCKETMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests/unit tests/fuzz tests/crash \
 		tests/integration --ignore-glob='tests/unit/*/test_native_*.py' \
 		--ignore=tests/integration/failover --ignore=tests/integration/test_dashboard.py
 

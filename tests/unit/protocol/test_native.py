@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
+from param_ids import case_id
 from pocketmq.client import process_queue
 from pocketmq.protocol import (
     batch,
@@ -169,7 +170,7 @@ def test_offset_msg_ids_text(host: bytes, offsets: list[int]) -> None:
         ("0" * 8, [1]),
         (bytes(8), None),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_offset_msg_ids_text_of_other_types(args: tuple[Any, ...]) -> None:
     assert_same("offset_msg_ids_text", *args)
@@ -232,7 +233,7 @@ class _Dict(dict[str, str]):
         ("decode_properties", ("",)),
         ("decode_properties", ("\x01\x02\x01",)),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_malformed_input_fails_or_succeeds_as_the_reference(name: str, args: tuple[Any]) -> None:
     assert_same(name, *args)

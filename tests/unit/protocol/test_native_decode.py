@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from param_ids import case_id
 from pocketmq.protocol import pull_body, record_codec
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
 from pocketmq.protocol.record_codec import encode_record
@@ -204,7 +205,7 @@ def test_decode_message_from_every_buffer_type(record: bytes) -> None:
         ((b"\0" * 100,), {"nonsense": 1}),
         ((), {"buf": b"\0" * 100}),
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_decode_message_off_the_fast_path(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     assert_same_message(*args, **kwargs)

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native_decode import byte_damage, outcome
 
+from param_ids import case_id
 from pocketmq.protocol import connection, remoting
 from pocketmq.protocol.codes import RequestCode
 from pocketmq.protocol.properties import encode_properties
@@ -182,7 +183,7 @@ def test_decode_frame_of_random_json_headers(raw: bytes) -> None:
         b"[]",
         b"",
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_decode_frame_of_edge_headers(header: bytes) -> None:
     assert_same(frame_of(header, b"b"))
@@ -204,7 +205,7 @@ def test_decode_frame_of_every_buffer_type() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [((), {}), ((None,), {}), (("text",), {}), ((b"\0\0\0\0", 1), {}), ((), {"frame": b""})],
-    ids=repr,
+    ids=case_id,
 )
 def test_decode_frame_of_bad_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     assert_same(*args, **kwargs)

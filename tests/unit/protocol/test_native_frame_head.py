@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native_decode import outcome
 
+from param_ids import case_id
 from pocketmq.protocol import remoting
 from pocketmq.protocol.codes import LanguageCode
 from pocketmq.protocol.remoting import RemotingCommand, SerializeType
@@ -133,7 +134,7 @@ def test_an_encoded_head_decodes_to_the_command(
         {"body": bytearray(b"x")},
         {"serialize_type": SerializeType.ROCKETMQ},
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_encode_frame_head_of_edge_fields(fields: dict[str, Any]) -> None:
     assert_same(RemotingCommand(**{"code": 0, "remark": "r", "ext_fields": {"k": "v"}, **fields}))
@@ -150,7 +151,7 @@ def test_long_headers_and_frames_go_to_the_reference() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [((), {}), ((None,), {}), ((b"x",), {}), ((RemotingCommand(code=1), 2), {})],
-    ids=repr,
+    ids=case_id,
 )
 def test_encode_frame_head_of_bad_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     assert_same(*args, **kwargs)

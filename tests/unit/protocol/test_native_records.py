@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native import TEXT, assert_same, outcome
 
+from param_ids import case_id
 from pocketmq.protocol import batch, properties, record_codec
 from pocketmq.protocol.message import Host, Message, MessageExt, host_to_bytes
 
@@ -165,7 +166,7 @@ class _Bytes(bytes):
         ([MessageExt("t" * 32768, b"")], STORE_HOSTS[0], {}, MAX_BODY, MAX_RECORD),
         ([MessageExt("t" * 32767, b"")], STORE_HOSTS[0], {}, MAX_BODY, MAX_RECORD),
     ],
-    ids=lambda args: repr(args)[:80],
+    ids=case_id,
 )
 def test_unusual_encode_input_behaves_as_the_reference(args: tuple[Any, ...]) -> None:
     # The caches are separate objects per side: the reference fills its own.
@@ -330,13 +331,13 @@ class Props(dict[str, str]):
         Odd(flag=0, properties={}),
         None,
     ],
-    ids=repr,
+    ids=case_id,
 )
 def test_encode_batch_body_of_odd_messages(msg: Any) -> None:
     assert_same("encode_batch_body", [Message("T", b"first", 1, {"a": "b"}), msg])
 
 
-@pytest.mark.parametrize("args", [(), ([], 1), (None,), (7,), ("ab",)], ids=repr)
+@pytest.mark.parametrize("args", [(), ([], 1), (None,), (7,), ("ab",)], ids=case_id)
 def test_encode_batch_body_of_bad_arguments(args: tuple[Any, ...]) -> None:
     assert_same("encode_batch_body", *args)
 
@@ -366,7 +367,7 @@ def test_decode_batch_body_of_noise(noise: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    "arg", [bytearray(b""), memoryview(b""), _Bytes(b""), None, "", b"\xff\xfe\x01"], ids=repr
+    "arg", [bytearray(b""), memoryview(b""), _Bytes(b""), None, "", b"\xff\xfe\x01"], ids=case_id
 )
 def test_decode_batch_body_of_other_types(arg: Any) -> None:
     assert_same("decode_batch_body", arg)
