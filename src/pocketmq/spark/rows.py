@@ -124,31 +124,6 @@ class RowBuffer:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _add_message(
-    columns: list[list[Any]], include_properties: bool, store_columns: bool, msg: MessageExt,
-    topic: str, broker: str | None, body: bytes,
-) -> None:  # fmt: skip
-    """Append one decoded message; ``body`` is the inflated body, ``msg_id`` what consumers
-    see."""
-    c = columns
-    props = msg.properties
-    c[0].append(topic)
-    c[1].append(broker)
-    c[2].append(msg.queue_id)
-    c[3].append(msg.queue_offset)
-    c[4].append(msg.msg_id)
-    c[5].append(props.get("KEYS"))
-    c[6].append(props.get("TAGS"))
-    c[7].append(body)
-    c[8].append(props if include_properties else None)
-    c[9].append(msg.born_timestamp * 1000)
-    c[10].append(msg.store_timestamp * 1000)
-    c[11].append(msg.reconsume_times)
-    if store_columns:
-        c[12].append(msg.phy_offset)
-        c[13].append(msg.sys_flag)
-
-
 def add_record_py(
     columns: list[list[Any]], include_properties: bool, store_columns: bool,
     buf: ReadableBuffer, pos: int, limit: int, topic: str | None, broker: str | None,
@@ -181,33 +156,35 @@ def add_record_py(
     if total < MIN_RECORD_SIZE or total > limit - pos:
         raise RecordError(f"record size {total} does not fit the {limit - pos} bytes left")
     if sys_flag & _V6_HOSTS:
+        # The fixed fields after the born host sit elsewhere: the decoded message has them.
         msg = decode_message(bytes(buf[pos : pos + total]))
         body = inflate(msg)
-        msg.msg_id = msg.uniq_key or msg.msg_id
-        _add_message(
-            columns, include_properties, store_columns, msg, topic or msg.topic, broker, body
+        props = msg.properties
+        msg_id = msg.uniq_key or msg.msg_id
+        topic = topic or msg.topic
+        queue_offset, phy_offset, sys_flag = msg.queue_offset, msg.phy_offset, msg.sys_flag
+        born_ts, store_ts, reconsume = msg.born_timestamp, msg.store_timestamp, msg.reconsume_times
+    else:
+        end = pos + total
+        p = pos + _FIXED_V4.size
+        if body_len < 0 or p + body_len > end:
+            raise RecordError(f"body length {body_len} overruns the record")
+        body = bytes(buf[p : p + body_len])
+        p += body_len
+        p, topic_len = topic_field(buf, p, magic, end)
+        if topic is None:
+            topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+        p += topic_len
+        props_len = _H16.unpack_from(buf, p)[0]
+        p += 2
+        if props_len < 0 or p + props_len != end:
+            raise RecordError(f"length mismatch: record says {total} bytes")
+        props = decode_properties(bytes(buf[p:end]).decode("utf-8", "replace")) if props_len else {}
+        if sys_flag & SysFlag.COMPRESSED:
+            body = zlib.decompress(body)
+        msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or (
+            (store_host + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
         )
-        return total, msg.phy_offset, msg.queue_offset
-    end = pos + total
-    p = pos + _FIXED_V4.size
-    if body_len < 0 or p + body_len > end:
-        raise RecordError(f"body length {body_len} overruns the record")
-    body = bytes(buf[p : p + body_len])
-    p += body_len
-    p, topic_len = topic_field(buf, p, magic, end)
-    if topic is None:
-        topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
-    p += topic_len
-    props_len = _H16.unpack_from(buf, p)[0]
-    p += 2
-    if props_len < 0 or p + props_len != end:
-        raise RecordError(f"length mismatch: record says {total} bytes")
-    props = decode_properties(bytes(buf[p:end]).decode("utf-8", "replace")) if props_len else {}
-    if sys_flag & SysFlag.COMPRESSED:
-        body = zlib.decompress(body)
-    msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or (
-        (store_host + phy_offset.to_bytes(8, "big", signed=True)).hex().upper()
-    )
     c = columns
     c[0].append(topic)
     c[1].append(broker)
