@@ -30,11 +30,19 @@ class Query:
 
     def __init__(self, serve: Serve, workdir: Path, out: Path) -> None:
         self.log = open(workdir / "query.log", "ab")  # noqa: SIM115 - closed in kill()
+        # A killed JVM leaves its scratch directories behind (its shutdown hook removes them):
+        # in the test's directory, not in /tmp.
+        scratch = workdir / "spark-scratch"
+        scratch.mkdir(exist_ok=True)
+        env = {
+            **os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_DIRS": str(scratch),
+            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch}",
+        }  # fmt: skip
         self.proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), serve.nameserver, "SparkStream",
              str(workdir / "checkpoint"), str(out), "40"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=SCRIPT.parent,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable}, start_new_session=True,
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=SCRIPT.parent, env=env,
+            start_new_session=True,
         )  # fmt: skip
 
     def kill(self) -> None:
