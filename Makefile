@@ -29,6 +29,7 @@ run: $(STAMP)
 # cores: 9.5 min, then 3.3 min (15.5 and 6 in one process). The failover tests run a real
 # ZooKeeper, Debian's zookeeper package, installed when missing (they are skipped if that
 # fails); the dashboard's end-to-end test drives Debian's chromium, installed the same way.
+SUITE := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 test: $(STAMP)
 	test -x /usr/share/zookeeper/bin/zkServer.sh \
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; } \
@@ -40,8 +41,8 @@ test: $(STAMP)
 		|| { echo "pocketmq._speedups did not build (see pip's output)"; exit 1; }
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
-	POCKETMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests/unit tests/fuzz tests/crash \
+	$(SUITE)
+	POCKETMQ_PURE_PYTHON=1 $(SUITE) tests/unit tests/fuzz tests/crash \
 		tests/integration --ignore-glob='tests/unit/*/test_native_*.py' \
 		--ignore=tests/integration/failover --ignore=tests/integration/test_dashboard.py
 

@@ -162,8 +162,7 @@ def add_record_py(
         props = msg.properties
         msg_id = msg.uniq_key or msg.msg_id
         topic = topic or msg.topic
-        queue_offset, phy_offset, sys_flag = msg.queue_offset, msg.phy_offset, msg.sys_flag
-        born_ts, store_ts, reconsume = msg.born_timestamp, msg.store_timestamp, msg.reconsume_times
+        store_ts, reconsume = msg.store_timestamp, msg.reconsume_times
     else:
         end = pos + total
         p = pos + _FIXED_V4.size
