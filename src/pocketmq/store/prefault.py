@@ -123,7 +123,11 @@ class PrefaultService:
                 self._wake.clear()
 
     def wake(self) -> None:
-        self._wake.set()
+        # Appends call this until the thread has run and moved their mark, which may take a
+        # switch interval (5 ms) when it waits for the GIL: hundreds of calls, of which only
+        # the first needs Event.set's lock and notify.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def stop(self) -> None:
         self._stop.set()
