@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tests of pocketmq._speedups under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then under valgrind's memcheck. Not part of `make test` (minutes, not seconds); run it after
-# changing src/pocketmq/_native: `make native-check` or `bench/native_check.sh [pytest args]`.
+# then under valgrind's memcheck: `make native-check` or `bench/native_check.sh [pytest args]`
+# after changing src/pocketmq/_native. CHECKS names the checkers to run (default "asan
+# valgrind"); `make test` runs "asan" (memcheck alone would take longer than the suite).
 #
 # Each run copies src/pocketmq to a temp dir, builds the extension there with its own flags and
 # puts that copy first on PYTHONPATH, so the worktree's own build is left alone. PYTHONMALLOC=
@@ -51,13 +52,25 @@ run_tests() {  # run_tests DIR TESTS-ARRAY [command prefix...]: the tests agains
     PYTHONMALLOC=malloc PYTHONPATH="$dir" "$@" "$PY" "${PYTEST[@]}" "${tests[@]}"
 }
 
-echo "== ASan + UBSan"
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g"
-build asan "$SAN -Wall -Wextra -Werror" "-fsanitize=address,undefined"
-LIBASAN="$(gcc -print-file-name=libasan.so)"
-LIBUBSAN="$(gcc -print-file-name=libubsan.so)"
-LD_PRELOAD="$LIBASAN $LIBUBSAN" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1 run_tests asan ASAN_TESTS
+WANT="${CHECKS:-asan valgrind}"
+for check in $WANT; do
+    [[ $check == asan || $check == valgrind ]] || { echo "unknown check '$check'" >&2; exit 2; }
+done
+CHECKS=" $WANT "
+
+if [[ $CHECKS == *" asan "* ]]; then
+    echo "== ASan + UBSan"
+    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g"
+    build asan "$SAN -Wall -Wextra -Werror" "-fsanitize=address,undefined"
+    LIBASAN="$(gcc -print-file-name=libasan.so)"
+    LIBUBSAN="$(gcc -print-file-name=libubsan.so)"
+    LD_PRELOAD="$LIBASAN $LIBUBSAN" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1 run_tests asan ASAN_TESTS
+fi
+if [[ $CHECKS != *" valgrind "* ]]; then
+    echo "native-check ($WANT): no errors"
+    exit 0
+fi
 
 echo "== valgrind memcheck"
 build valgrind "-O1 -g"
