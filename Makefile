@@ -23,19 +23,19 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/pocketmq/_native/*)
 run: $(STAMP)
 	$(BIN)/pocketmq serve --store ./data/store
 
-# The extension is optional for `pip install`, not here: its protocol and store unit tests run
-# under ASan + UBSan first (a minute; native-check adds valgrind), the whole suite against it
-# next, then the unit, fuzz, crash and integration tests again on the pure-Python references (the
-# servers they start inherit POCKETMQ_PURE_PYTHON; test_implementation.py checks). Run once:
-# interop, Spark, the test_native_* comparisons (they call the C function and its reference
-# side by side, whatever the variable says), and the ZooKeeper failover and dashboard tests
-# (no native code of their own; the data path under them is the rest of the second run's).
-# Each run is two pytest-xdist processes, a test file to each at a time (module fixtures start
-# their servers once): half of one process's time was waiting on servers, JVMs and disks. On 2
-# cores: 5.8 min, then 2 min (15.5 and 6 in one process, before bytecode caches). The failover
-# tests run a real ZooKeeper, Debian's zookeeper package, installed when missing (they are
-# skipped if that fails); the dashboard's end-to-end test drives Debian's chromium, installed
-# the same way.
+# The extension is optional for `pip install`, not here: its protocol and store unit tests and
+# the fuzz tests run under ASan + UBSan first (1.5 min; native-check adds valgrind), the whole
+# suite against it next, then the unit, fuzz, crash and integration tests again on the
+# pure-Python references (the servers they start inherit POCKETMQ_PURE_PYTHON;
+# test_implementation.py checks). Run once: interop, Spark, the test_native_* comparisons (they
+# call the C function and its reference side by side, whatever the variable says), and the
+# ZooKeeper failover and dashboard tests (no native code of their own; the data path under them
+# is the rest of the second run's). Each run is two pytest-xdist processes, a test file to each
+# at a time (module fixtures start their servers once): half of one process's time was waiting
+# on servers, JVMs and disks. On 2 cores: 5.8 min, then 2 min (15.5 and 6 in one process, before
+# bytecode caches). The failover tests run a real ZooKeeper, Debian's zookeeper package,
+# installed when missing (they are skipped if that fails); the dashboard's end-to-end test
+# drives Debian's chromium, installed the same way.
 SUITE := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 test: $(STAMP)
 	test -x /usr/share/zookeeper/bin/zkServer.sh \

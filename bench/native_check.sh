@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 # The codec tests, the extension against its references first; memcheck is ~25x slower, so
-# it runs those files; ASan runs every protocol and store unit test (these included).
+# it runs those files; ASan runs every protocol and store unit test (these included) and the
+# fuzz tests (malformed frames, requests and records into the codecs and a broker).
 CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_records.py
     tests/unit/protocol/test_native_frame.py tests/unit/protocol/test_native_frame_head.py
     tests/unit/protocol/test_native_send_header.py
@@ -21,7 +22,7 @@ CODEC_TESTS=(tests/unit/protocol/test_native.py tests/unit/protocol/test_native_
     tests/unit/store/test_native_dispatch.py tests/unit/store/test_native_pull.py
     tests/unit/client/test_native_held.py)
 ASAN_TESTS=(tests/unit/protocol tests/unit/store tests/unit/broker/test_unbatch.py
-    tests/unit/client/test_native_held.py)
+    tests/unit/client/test_native_held.py tests/fuzz)
 if (($#)); then CODEC_TESTS=("$@") ASAN_TESTS=("$@"); fi
 PYTEST=(-m pytest -q -x -p no:randomly -p no:cacheprovider --hypothesis-profile=sanitizer)
 WORK="$(mktemp -d)"
