@@ -53,13 +53,13 @@ run_tests() {  # run_tests DIR TESTS-ARRAY [command prefix...]: the tests agains
     PYTHONMALLOC=malloc PYTHONPATH="$dir" "$@" "$PY" "${PYTEST[@]}" "${tests[@]}"
 }
 
-WANT="${CHECKS:-asan valgrind}"
-for check in $WANT; do
+CHECKS="${CHECKS:-asan valgrind}"
+for check in $CHECKS; do
     [[ $check == asan || $check == valgrind ]] || { echo "unknown check '$check'" >&2; exit 2; }
 done
-CHECKS=" $WANT "
+wants() { [[ " $CHECKS " == *" $1 "* ]]; }
 
-if [[ $CHECKS == *" asan "* ]]; then
+if wants asan; then
     echo "== ASan + UBSan"
     SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g"
     build asan "$SAN -Wall -Wextra -Werror" "-fsanitize=address,undefined"
@@ -68,8 +68,8 @@ if [[ $CHECKS == *" asan "* ]]; then
     LD_PRELOAD="$LIBASAN $LIBUBSAN" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1 run_tests asan ASAN_TESTS
 fi
-if [[ $CHECKS != *" valgrind "* ]]; then
-    echo "native-check ($WANT): no errors"
+if ! wants valgrind; then
+    echo "native-check ($CHECKS): no errors"
     exit 0
 fi
 

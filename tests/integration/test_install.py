@@ -31,40 +31,29 @@ def test_an_install_without_a_compiler_runs_on_the_references(tmp_path: Path) ->
     # CC also names the linker when LDSHARED is unset: neither step can run.
     env = {k: v for k, v in os.environ.items() if k != native.PURE_PYTHON_ENV}
     env.update(CC="false", HOME=str(tmp_path))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    built = subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(tree)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = tmp_path.glob("pocketmq-*.whl")
-    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
 
-    site = tmp_path / "site"
-    installed = subprocess.run(
-        [*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-
-    # The installed copy first on the path; its dependencies are this environment's.
-    env["PYTHONPATH"] = str(site)
-
-    def cli(*args: str) -> str:
+    def run(*argv: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "pocketmq.cli", *args],
-            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+            [sys.executable, *argv], capture_output=True, text=True, env=env, cwd=tmp_path,
+            timeout=120,
         )  # fmt: skip
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 
-    where = subprocess.run(
-        [sys.executable, "-c", "import pocketmq; print(pocketmq.__file__)"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
-    )  # fmt: skip
-    assert Path(where.stdout.strip()).is_relative_to(site)
-    assert ", pure Python (pocketmq._speedups not built: " in cli("--version")
+    pip = ("-m", "pip", "--disable-pip-version-check")
+    run(*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(tree))
+    (wheel,) = tmp_path.glob("pocketmq-*.whl")
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
+    site = tmp_path / "site"
+    run(*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel))
+
+    # The installed copy first on the path; its dependencies are this environment's.
+    env["PYTHONPATH"] = str(site)
+    where = run("-c", "import pocketmq; print(pocketmq.__file__)")
+    assert Path(where.strip()).is_relative_to(site)
+    assert ", pure Python (pocketmq._speedups not built: " in run("-m", "pocketmq.cli", "--version")
     result = orjson.loads(
-        cli("store", "bench", "--dir", str(tmp_path / "store"), "--count", "300", "--json")
-    )
+        run("-m", "pocketmq.cli", "store", "bench", "--dir", str(tmp_path / "store"),
+            "--count", "300", "--json")
+    )  # fmt: skip
     assert (result["acked"], result["failed"]) == (300, 0)
