@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 MADV_POPULATE_READ = 22
 MADV_POPULATE_WRITE = 23
 _PAGE = mmap.PAGESIZE
-_STEP = 1 << 20  # populate in 1 MiB calls so that stop() is prompt
 
 _libc: ctypes.CDLL | None
 try:
@@ -112,11 +111,15 @@ class PrefaultService:
                         lo = max(start, mf.prefaulted)
                         if lo >= end:
                             continue
-                        hi = min(end, lo + _STEP)
-                        if not populate(mf, lo, hi, advice):
+                        # The whole range in one call: each return to Python waits for the
+                        # GIL, which an event loop busy appending hands over only after a
+                        # switch interval (5 ms), so 1 MiB calls fell behind the appends
+                        # (BENCHMARKS.md, "The prefault thread kept ahead"). stop() waits
+                        # for the call in progress: 13-24 ms for a 32 MiB window here.
+                        if not populate(mf, lo, end, advice):
                             self.enabled = False
                             break
-                        mf.prefaulted = hi
+                        mf.prefaulted = end
                         busy = True
             if not busy:
                 self._wake.wait(IDLE_WAIT_S)
