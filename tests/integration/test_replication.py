@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -244,3 +246,22 @@ async def test_every_acknowledged_message_is_on_the_slave_when_the_master_dies(
         store.close()
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages are not on the slave"
     assert commitlog_is_prefix(pair.store("slave"), pair.store("master"))
+
+
+def test_a_broker_whose_ha_port_is_taken_says_so_and_closes_its_store(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with socket.socket() as taken:  # the listen port + 1: RocketMQ's default haListenPort
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        out = subprocess.run(
+            [sys.executable, "-m", "pocketmq.cli", "broker", "--listen", f"127.0.0.1:{port}",
+             "--store", str(tmp_path / "store"), "--grpc-port", "0"],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert f"haListenPort {port + 1} (the listen port + 1 unless set)" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "store" / "abort").exists()  # the store was closed cleanly

@@ -132,7 +132,7 @@ class Broker:
 
         Raises:
             ConfigError: failover is configured and ZooKeeper cannot be used; ACL is on and
-                its file is not valid.
+                its file is not valid; the HA port cannot be bound (the broker stops).
         """
         if self.config.acl_enable:
             acl = AclService(
@@ -203,7 +203,14 @@ class Broker:
         )
         self.transactions.load()
         self.store.on_message_arrived = self._on_message_arrived
-        self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
+        try:
+            self.ha_port = await self.store.ha_service.start(self.config.listen_host, ha_port)
+        except OSError as exc:
+            sock.close()
+            await self.stop()
+            raise ConfigError(
+                f"haListenPort {ha_port} (the listen port + 1 unless set): {exc.strerror or exc}"
+            ) from exc
         if not self.is_master and not self.config.failover_enabled:
             self.ha_client = HAClient(self.store, self.clock, self.config.store.ha_master_address)
             self.ha_client.start()
