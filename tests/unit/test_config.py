@@ -244,6 +244,8 @@ def test_ha_port_defaults_to_the_listen_port_plus_one() -> None:
         ({"brokerRole": "ASYNC_MASTER", "brokerId": "1"}, "a master's brokerId is 0"),
         ({"brokerRole": "LEADER"}, "broker_role"),
         ({"haListenPort": "70000"}, "ha_listen_port"),
+        ({"listenPort": "-1"}, "listen_port must be 0..65535, got -1"),
+        ({"listenPort": "99999"}, "listen_port must be 0..65535, got 99999"),
     ],
 )
 def test_inconsistent_roles_are_refused(props: dict[str, str], message: str) -> None:
