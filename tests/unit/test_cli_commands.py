@@ -71,3 +71,16 @@ def test_the_admin_help_lists_every_verb() -> None:
     assert result.exit_code == 0
     for verb in ("update-topic", "broker-status", "query-msg-by-key", "stats-all"):
         assert verb in result.output
+
+
+def test_server_ports_out_of_range_are_refused_before_anything_starts() -> None:
+    for argv, option in (
+        (["serve", "--namesrv-port", "-1"], "--namesrv-port"),
+        (["serve", "--broker-port", "70000"], "--broker-port"),
+        (["serve", "--grpc-port", "65536"], "--grpc-port"),
+        (["broker", "--grpc-port", "-2"], "--grpc-port"),
+    ):
+        result = CliRunner().invoke(cli, argv)
+        assert result.exit_code == 2, (argv, result.output)
+        assert f"Invalid value for '{option}'" in result.output
+        assert "is not in the range 0<=x<=65535" in result.output

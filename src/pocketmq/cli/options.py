@@ -14,6 +14,8 @@ import click
 from pocketmq.grpc import DEFAULT_GRPC_PORT
 
 F = TypeVar("F", bound=Callable[..., Any])
+# A TCP port to listen on (0: any free one).
+PORT = click.IntRange(0, 65535)
 
 
 def config_option(help_text: str) -> Callable[[F], F]:
@@ -51,7 +53,7 @@ def grpc_port_option(fn: F) -> F:
     """``--grpc-port``: the broker's gRPC endpoint for 5.x clients."""
     return click.option(
         "--grpc-port",
-        type=int,
+        type=PORT,
         default=DEFAULT_GRPC_PORT,
         show_default=True,
         help="gRPC endpoint for 5.x clients (apache.rocketmq.v2); 0 picks a free port.",

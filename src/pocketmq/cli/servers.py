@@ -20,6 +20,7 @@ import click
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli.options import (
+    PORT,
     config_option,
     grpc_port_option,
     listen_option,
@@ -243,8 +244,8 @@ def broker(
 @config_option("broker.conf with RocketMQ's property names.")
 @store_option("Store directory.", default=Path("data/store"))
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--namesrv-port", type=int, default=9876, show_default=True)
-@click.option("--broker-port", type=int, default=10911, show_default=True)
+@click.option("--namesrv-port", type=PORT, default=9876, show_default=True)
+@click.option("--broker-port", type=PORT, default=10911, show_default=True)
 @grpc_port_option
 @ready_file_option('Write {"namesrv": port, "broker": port, "grpc": port} here once serving.')
 @click.option(

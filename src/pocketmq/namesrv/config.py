@@ -53,6 +53,19 @@ class NamesrvConfig:
     # for its own in REGISTER_BROKER's heartbeatTimeoutMillis.
     broker_channel_expired_time: int = BROKER_EXPIRE_MS
 
+    def __post_init__(self) -> None:
+        """Raises: ConfigError: a port that is none, or an interval that is not above 0 (the
+        scan would spin)."""
+        if not 0 <= self.listen_port < 65536:
+            raise ConfigError(f"listen_port must be 0..65535, got {self.listen_port}")
+        for name in sorted(UPDATABLE):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(
+                    f"{snake_to_camel(name)}={value}: expected a whole number of milliseconds "
+                    "above 0"
+                )
+
     @classmethod
     def from_file(cls, path: Path | str, **overrides: Any) -> NamesrvConfig:
         values = fields_from_properties(cls, read_properties(path))
@@ -117,16 +130,13 @@ def apply_update(
                 f"restart it; a running NameServer can change: {can_change}",
             )
         try:
-            value = convert_value("NamesrvConfig", name, raw, hints[name])
+            changes[name] = convert_value("NamesrvConfig", name, raw, hints[name])
         except ConfigError as exc:
             raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
-        if not isinstance(value, int) or value <= 0:
-            raise RequestError(
-                ResponseCode.INVALID_PARAMETER,
-                f"{key}={raw}: expected a whole number of milliseconds above 0",
-            )
-        changes[name] = value
-    return dataclasses.replace(config, **changes), changes
+    try:
+        return dataclasses.replace(config, **changes), changes
+    except ConfigError as exc:  # a value the config refuses (__post_init__)
+        raise RequestError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
 
 
 def persisted_update(text: bytes) -> dict[str, str]:

@@ -82,7 +82,7 @@ async def test_one_name_server_failing_does_not_skip_the_others(
 async def test_namesrv_scan_loop_survives_an_unexpected_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    namesrv = NameServer(NamesrvConfig(listen_port=0, scan_not_active_broker_interval=0))
+    namesrv = NameServer(NamesrvConfig(listen_port=0, scan_not_active_broker_interval=1))
     scans = 0
 
     def flaky(now_ms: int) -> list[str]:

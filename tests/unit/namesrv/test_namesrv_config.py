@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.errors import RequestError
+from pocketmq.errors import ConfigError, RequestError
 from pocketmq.namesrv.config import (
     NamesrvConfig,
     apply_update,
@@ -72,3 +72,22 @@ def test_a_persisted_file_restores_only_the_changeable_settings() -> None:
                                        "brokerChannelExpiredTime": "120000"}  # fmt: skip
     updated, _ = apply_update(CONFIG, persisted_update(saved))
     assert (updated.listen_port, updated.scan_not_active_broker_interval) == (9876, 9000)
+
+
+@pytest.mark.parametrize(
+    ("line", "complaint"),
+    [
+        # 0 made the broker-expiry scan a busy loop: 98 % of a core with no broker at all.
+        ("scanNotActiveBrokerInterval=0", "scanNotActiveBrokerInterval=0: expected a whole"),
+        ("brokerChannelExpiredTime=-1", "brokerChannelExpiredTime=-1: expected a whole"),
+        ("listenPort=-1", "listen_port must be 0..65535, got -1"),
+        ("listenPort=65536", "listen_port must be 0..65535, got 65536"),
+    ],
+)
+def test_a_config_file_with_an_unusable_value_is_refused(
+    tmp_path: Path, line: str, complaint: str
+) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=complaint):
+        NamesrvConfig.from_file(conf)
