@@ -246,8 +246,18 @@ def test_ha_port_defaults_to_the_listen_port_plus_one() -> None:
         ({"haListenPort": "70000"}, "ha_listen_port"),
         ({"listenPort": "-1"}, "listen_port must be 0..65535, got -1"),
         ({"listenPort": "99999"}, "listen_port must be 0..65535, got 99999"),
+        ({"flushConsumerOffsetInterval": "0"}, "flush_consumer_offset_interval must be positive"),
+        ({"flushDelayOffsetInterval": "-1"}, "flush_delay_offset_interval must be positive"),
     ],
 )
 def test_inconsistent_roles_are_refused(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.from_properties(props)
+
+
+def test_the_register_period_is_kept_within_rocketmqs_bounds() -> None:
+    periods = [
+        BrokerConfig.from_properties({"registerNameServerPeriod": str(ms)}).register_period_ms
+        for ms in (0, 1000, 30_000, 600_000)
+    ]
+    assert periods == [10_000, 10_000, 30_000, 60_000]

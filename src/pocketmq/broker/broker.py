@@ -410,7 +410,7 @@ class Broker:
             except Exception:  # a task boundary: a dead loop would let the routes expire
                 log.exception("registration with the name servers failed; retrying")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.register_name_server_period / 1000):
+                async with asyncio.timeout(self.config.register_period_ms / 1000):
                     await self._register_now.wait()
             self._register_now.clear()
 

@@ -144,6 +144,11 @@ class BrokerConfig:
             raise ConfigError("metricsPromExporterPort must be 0..65535")
         if self.slave_sync_interval <= 0:
             raise ConfigError("slave_sync_interval must be positive")
+        # Periods of the broker's own loops (RocketMQ's scheduleAtFixedRate refuses 0 too).
+        if self.flush_consumer_offset_interval <= 0:
+            raise ConfigError("flush_consumer_offset_interval must be positive")
+        if self.flush_delay_offset_interval <= 0:
+            raise ConfigError("flush_delay_offset_interval must be positive")
         if self.transaction_time_out < 0:
             raise ConfigError("transaction_time_out must be >= 0")
         if self.transaction_check_interval <= 0:
@@ -152,6 +157,13 @@ class BrokerConfig:
             raise ConfigError("transaction_check_max must be positive")
         if self.acl_file_watch_interval_ms <= 0:
             raise ConfigError("acl_file_watch_interval_ms must be positive")
+
+    @property
+    def register_period_ms(self) -> int:
+        """How often the broker registers with its NameServers: registerNameServerPeriod kept
+        within 10-60 s, as RocketMQ's BrokerController keeps it (0 would re-register without
+        pause)."""
+        return max(10_000, min(self.register_name_server_period, 60_000))
 
     @property
     def metrics_enabled(self) -> bool:
