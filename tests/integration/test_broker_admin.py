@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,6 @@ PRODUCER_GROUP = "PG_ADMIN"
 SENT = 12
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TwoBrokers:
     """A NameServer and brokers a and b, each started with its own broker.conf (kept across
     restarts: UPDATE_BROKER_CONFIG writes into it)."""
@@ -45,7 +38,9 @@ class TwoBrokers:
         self.workdir = workdir
         (workdir / "namesrv").mkdir()
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
-        self.ports = {name: free_port() for name in ("broker-a", "broker-b")}
+        # 0 until started: each broker binds a free port, kept for its restarts (a port picked
+        # before the start could be taken meanwhile by another test's server).
+        self.ports = dict.fromkeys(("broker-a", "broker-b"), 0)
         for name in self.ports:
             home = workdir / name
             home.mkdir()
@@ -53,17 +48,25 @@ class TwoBrokers:
             self.conf(name).write_text(
                 f"brokerClusterName=AdminCluster\nbrokerName={name}\nhaListenPort=0\n"
             )
-        self.brokers = {name: self.start(name) for name in self.ports}
+        self.brokers: dict[str, ServerProcess] = {}
+        try:
+            for name in self.ports:
+                self.brokers[name] = self.start(name)
+        except BaseException:
+            self.stop()  # what started must not outlive a failed setup
+            raise
 
     def conf(self, name: str) -> Path:
         return self.workdir / name / "broker.conf"
 
     def start(self, name: str) -> ServerProcess:
         home = self.workdir / name
-        return ServerProcess(
+        proc = ServerProcess(
             "broker", home, "-c", str(self.conf(name)), "--store", str(home / "store"),
             "--listen", f"127.0.0.1:{self.ports[name]}", "-n", self.namesrv.addr, listen=False,
         )  # fmt: skip
+        self.ports[name] = proc.port
+        return proc
 
     def restart(self, name: str) -> None:
         assert self.brokers[name].stop() == 0

@@ -6,7 +6,6 @@ the broker is back."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,17 +31,13 @@ from waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Cluster:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
-        self.ports = {name: free_port() for name in ("broker-a", "broker-b")}
+        # 0 until started: each broker binds a free port (one picked before the start could be
+        # taken meanwhile by another test's server).
+        self.ports = dict.fromkeys(("broker-a", "broker-b"), 0)
         self.brokers: dict[str, ServerProcess] = {}
         try:
             for name in self.ports:
@@ -57,10 +52,12 @@ class Cluster:
         conf = home / "broker.conf"
         # haListenPort 0: the default (listen port + 1) may be the other broker's port.
         conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\nhaListenPort=0\n")
-        return ServerProcess(
+        proc = ServerProcess(
             "broker", home, "-c", str(conf), "--store", str(home / "store"),
             "--listen", f"127.0.0.1:{self.ports[name]}", "-n", self.namesrv.addr, listen=False,
         )  # fmt: skip
+        self.ports[name] = proc.port
+        return proc
 
     def addr(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
