@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from admin_cli import admin, ok
-from broker_pair import free_port
 from client_helpers import FAST_FROM_FIRST
 from server_procs import ServerProcess, broker_with_conf
 
@@ -33,17 +32,20 @@ class Cluster:
     def __init__(self, workdir: Path) -> None:
         (workdir / "namesrv").mkdir()
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
-        self.addrs = {name: f"127.0.0.1:{free_port()}" for name in BROKERS}
-        self.brokers = {
-            name: broker_with_conf(
-                workdir / name,
-                self.namesrv.addr,
-                # haListenPort 0: the default (listen port + 1) may be the other broker's port.
-                {"brokerClusterName": "DefaultCluster", "brokerName": name, "haListenPort": 0},
-                listen=addr,
-            )
-            for name, addr in self.addrs.items()
-        }
+        self.brokers: dict[str, ServerProcess] = {}
+        try:
+            for name in BROKERS:
+                self.brokers[name] = broker_with_conf(
+                    workdir / name,
+                    self.namesrv.addr,
+                    # haListenPort 0: the default (listen port + 1) may be taken.
+                    {"brokerClusterName": "DefaultCluster", "brokerName": name, "haListenPort": 0},
+                )
+        except BaseException:
+            self.stop()  # what started must not outlive a failed setup
+            raise
+        # Each bound a free port: one picked before the start could be taken meanwhile.
+        self.addrs = {name: proc.addr for name, proc in self.brokers.items()}
 
     def stop(self) -> None:
         for proc in self.brokers.values():
