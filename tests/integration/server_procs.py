@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,21 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
             self._log.close()
+
+
+def start_each(
+    names: Iterable[str], start: Callable[[str], ServerProcess],
+    started: dict[str, ServerProcess], stop: Callable[[], None],
+) -> None:  # fmt: skip
+    """``started[name] = start(name)`` for each name; when one fails, ``stop()`` (which stops
+    what ``started`` holds) before the error goes on: what started must not outlive a failed
+    setup."""
+    try:
+        for name in names:
+            started[name] = start(name)
+    except BaseException:
+        stop()
+        raise
 
 
 def broker_with_conf(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from admin_cli import admin, ok
 from client_helpers import FAST_FROM_FIRST
-from server_procs import ServerProcess, broker_with_conf
+from server_procs import ServerProcess, broker_with_conf, start_each
 
 from pocketmq.client import Producer, message
 from pocketmq.protocol import json_body
@@ -33,17 +33,16 @@ class Cluster:
         (workdir / "namesrv").mkdir()
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
         self.brokers: dict[str, ServerProcess] = {}
-        try:
-            for name in BROKERS:
-                self.brokers[name] = broker_with_conf(
-                    workdir / name,
-                    self.namesrv.addr,
-                    # haListenPort 0: the default (listen port + 1) may be taken.
-                    {"brokerClusterName": "DefaultCluster", "brokerName": name, "haListenPort": 0},
-                )
-        except BaseException:
-            self.stop()  # what started must not outlive a failed setup
-            raise
+
+        def start(name: str) -> ServerProcess:
+            return broker_with_conf(
+                workdir / name,
+                self.namesrv.addr,
+                # haListenPort 0: the default (listen port + 1) may be taken.
+                {"brokerClusterName": "DefaultCluster", "brokerName": name, "haListenPort": 0},
+            )
+
+        start_each(BROKERS, start, self.brokers, self.stop)
         # Each bound a free port: one picked before the start could be taken meanwhile.
         self.addrs = {name: proc.addr for name, proc in self.brokers.items()}
 

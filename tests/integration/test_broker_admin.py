@@ -13,7 +13,7 @@ from typing import Any
 import admin_cli
 import pytest
 from client_helpers import FAST_FROM_FIRST, Collector
-from server_procs import ServerProcess
+from server_procs import ServerProcess, start_each
 
 from pocketmq.client import Producer, PushConsumer, SendResult, SendStatus, message
 from pocketmq.client.instance import ClientInstance
@@ -49,12 +49,7 @@ class TwoBrokers:
                 f"brokerClusterName=AdminCluster\nbrokerName={name}\nhaListenPort=0\n"
             )
         self.brokers: dict[str, ServerProcess] = {}
-        try:
-            for name in self.ports:
-                self.brokers[name] = self.start(name)
-        except BaseException:
-            self.stop()  # what started must not outlive a failed setup
-            raise
+        start_each(self.ports, self.start, self.brokers, self.stop)
 
     def conf(self, name: str) -> Path:
         return self.workdir / name / "broker.conf"

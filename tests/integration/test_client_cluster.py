@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from client_helpers import FAST
-from server_procs import ServerProcess
+from server_procs import ServerProcess, start_each
 
 from pocketmq.client import (
     ConsumeContext,
@@ -39,12 +39,7 @@ class Cluster:
         # taken meanwhile by another test's server).
         self.ports = dict.fromkeys(("broker-a", "broker-b"), 0)
         self.brokers: dict[str, ServerProcess] = {}
-        try:
-            for name in self.ports:
-                self.brokers[name] = self.start_broker(name)
-        except BaseException:
-            self.stop()  # what started must not outlive a failed setup
-            raise
+        start_each(self.ports, self.start_broker, self.brokers, self.stop)
 
     def start_broker(self, name: str) -> ServerProcess:
         home = self.workdir / name
