@@ -249,18 +249,19 @@ async def test_every_acknowledged_message_is_on_the_slave_when_the_master_dies(
 
 
 def test_a_broker_whose_ha_port_is_taken_says_so_and_closes_its_store(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with socket.socket() as taken:  # the listen port + 1: RocketMQ's default haListenPort
-        taken.bind(("127.0.0.1", port + 1))
-        taken.listen()
-        out = subprocess.run(
-            [sys.executable, "-m", "pocketmq.cli", "broker", "--listen", f"127.0.0.1:{port}",
-             "--store", str(tmp_path / "store"), "--grpc-port", "0"],
-            capture_output=True, text=True, timeout=60, cwd=tmp_path,
-            env={**os.environ, "HOME": str(tmp_path)},
-        )  # fmt: skip
+    for _ in range(5):
+        with socket.socket() as taken:  # the listen port + 1: RocketMQ's default haListenPort
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1] - 1
+            out = subprocess.run(
+                [sys.executable, "-m", "pocketmq.cli", "broker", "--listen", f"127.0.0.1:{port}",
+                 "--store", str(tmp_path / "store"), "--grpc-port", "0"],
+                capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                env={**os.environ, "HOME": str(tmp_path)},
+            )  # fmt: skip
+        if f"('127.0.0.1', {port})" not in out.stderr:
+            break  # else another test's server held the listen port itself: try another
     assert out.returncode == 1, out.stderr
     assert f"haListenPort {port + 1} (the listen port + 1 unless set)" in out.stderr
     assert "Traceback" not in out.stderr
