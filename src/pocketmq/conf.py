@@ -55,6 +55,16 @@ def format_value(value: object) -> str:
     return str(value)
 
 
+def check_port(name: str, port: int) -> None:
+    """A port setting of a server role (0: any free one).
+
+    Raises:
+        ConfigError: outside 0..65535.
+    """
+    if not 0 <= port < 65536:
+        raise ConfigError(f"{name} must be 0..65535, got {port}")
+
+
 def read_properties(path: Path | str) -> dict[str, str]:
     """Parse a Java properties file.
 

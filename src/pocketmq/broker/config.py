@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketmq.conf import fields_from_properties, read_properties
+from pocketmq.conf import check_port, fields_from_properties, read_properties
 from pocketmq.errors import ConfigError
 from pocketmq.store.config import StoreConfig
 
@@ -109,7 +109,7 @@ class BrokerConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
-        _check_listen_port(self.listen_port)
+        check_port("listen_port", self.listen_port)
         if self.default_topic_queue_nums <= 0:
             raise ConfigError("default_topic_queue_nums must be positive")
         if self.broker_id < 0:
@@ -225,7 +225,7 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str], **overrides: Any) -> BrokerConfig:
         values = fields_from_properties(cls, props)
         if "listen_port" in values:  # before the store's store_host is made of it
-            _check_listen_port(values["listen_port"])
+            check_port("listen_port", values["listen_port"])
         values.pop("store", None)
         store_overrides = overrides.pop("store_overrides", {})
         values["store"] = StoreConfig.from_properties(props, **store_overrides)
@@ -235,9 +235,3 @@ class BrokerConfig:
     @classmethod
     def from_file(cls, path: Path | str, **overrides: Any) -> BrokerConfig:
         return cls.from_properties(read_properties(path), **overrides)
-
-
-def _check_listen_port(port: int) -> None:
-    """Raises: ConfigError: not a port (0: any free one)."""
-    if not 0 <= port < 65536:
-        raise ConfigError(f"listen_port must be 0..65535, got {port}")

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from pocketmq.conf import (
     camel_to_snake,
+    check_port,
     convert_value,
     fields_from_properties,
     parse_properties,
@@ -56,8 +57,7 @@ class NamesrvConfig:
     def __post_init__(self) -> None:
         """Raises: ConfigError: a port that is none, or an interval that is not above 0 (the
         scan would spin)."""
-        if not 0 <= self.listen_port < 65536:
-            raise ConfigError(f"listen_port must be 0..65535, got {self.listen_port}")
+        check_port("listen_port", self.listen_port)
         for name in sorted(UPDATABLE):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pocketmq.conf import fields_from_properties, read_properties
+from pocketmq.conf import check_port, fields_from_properties, read_properties
 from pocketmq.errors import ConfigError
 
 
@@ -144,8 +144,8 @@ class StoreConfig:
             "ha_max_gap_not_in_sync",
         ):
             positive(name)
-        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port < 65536:
-            raise ConfigError(f"ha_listen_port must be 0..65535, got {self.ha_listen_port}")
+        if self.ha_listen_port is not None:
+            check_port("ha_listen_port", self.ha_listen_port)
         if not 0 < self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError(
                 "access_message_in_memory_max_ratio must be 1..100, got "
