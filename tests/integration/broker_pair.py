@@ -1,10 +1,9 @@
 """A NameServer, a master broker and its slave (same brokerName, brokerRole=SLAVE, brokerId=1)
-as real processes on fixed free ports, so that a broker restarted keeps its address; with
-raw-request helpers to read a broker's tables and runtime info."""
+as real processes; a broker restarted keeps the ports its first start bound. With raw-request
+helpers to read a broker's tables and runtime info."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,6 @@ from pocketmq.protocol.codes import RequestCode, ResponseCode
 from pocketmq.protocol.remoting import RemotingCommand
 
 
-def free_port() -> int:
-    """A free port whose next one (the HA port, listen port + 1) is free too."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-
-
 class Pair:
     """A NameServer, a master (id 0) and, once started, its slave (id 1) of ``broker_name``;
     ``start`` starts (or restarts) either, ``procs[role]`` is its process."""
@@ -39,7 +24,10 @@ class Pair:
         self.workdir = workdir
         (workdir / "namesrv").mkdir(parents=True)
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
-        self.ports = {"master": free_port(), "slave": free_port()}
+        # A role's listen and HA ports, from its first start's ready file: each start binds
+        # port 0 the first time (a port probed before the start could be taken meanwhile).
+        self.ports: dict[str, int] = {}
+        self.ha_ports: dict[str, int] = {}
         self.procs: dict[str, ServerProcess] = {}
         self.start("master")
 
@@ -59,12 +47,16 @@ class Pair:
         lines = ["brokerClusterName=DefaultCluster", f"brokerName={self.broker_name}"]
         if role == "slave":
             lines += ["brokerId=1", "brokerRole=SLAVE", "slaveSyncInterval=500"]
+        if role in self.ha_ports:
+            lines.append(f"haListenPort={self.ha_ports[role]}")
         conf.write_text("\n".join(lines) + "\n")
-        self.procs[role] = ServerProcess(
+        proc = self.procs[role] = ServerProcess(
             "broker", home, "-c", str(conf), "--store", str(home / "store"),
-            "--listen", self.addr(role), "-n", self.namesrv.addr, listen=False,
+            "--listen", f"127.0.0.1:{self.ports.get(role, 0)}", "-n", self.namesrv.addr,
+            listen=False,
         )  # fmt: skip
-        return self.procs[role]
+        self.ports[role], self.ha_ports[role] = proc.port, proc.ready["ha"]
+        return proc
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -212,9 +212,12 @@ class HeldCollector(Collector):
         return await super().__call__(msgs, ctx)
 
 
-async def replicated_pair(pair: Pair, admin: ClientInstance, bodies: list[bytes]) -> None:
+async def replicated_pair(
+    pair: Pair, admin: ClientInstance, bodies: list[bytes]
+) -> tuple[str, str]:
     """The slave of ``pair`` started and following; ``bodies`` sent to the master (ASYNC_MASTER)
-    and copied to the slave over the HA port, with the topic's config."""
+    and copied to the slave over the HA port, with the topic's config. Returns the master's
+    and the slave's addresses."""
     await prepare_master(admin, pair)
     pair.start("slave")
     master, slave = pair.addr("master"), pair.addr("slave")
@@ -231,6 +234,7 @@ async def replicated_pair(pair: Pair, admin: ClientInstance, bodies: list[bytes]
         )  # fmt: skip
 
     await wait_until(caught_up, 20, "the slave to replicate the master's log and topic")
+    return master, slave
 
 
 async def send_all(pair: Pair, bodies: list[bytes]) -> None:
@@ -273,9 +277,8 @@ async def test_a_push_consumer_goes_on_from_a_replicating_slave_and_back(pair: P
     instance = fast_instance(pair, "push@ha")
     sent = [f"m-{i}".encode() for i in range(40)]
     later = [f"later-{i}".encode() for i in range(12)]
-    master, slave = pair.addr("master"), pair.addr("slave")
     try:
-        await replicated_pair(pair, admin, sent)
+        master, slave = await replicated_pair(pair, admin, sent)
         collector = HeldCollector(first=15)
         consumer = PushConsumer(GROUP, pair.namesrv.addr, listener=collector, instance=instance,
                                 **NO_PULL_AHEAD)  # fmt: skip
@@ -317,7 +320,6 @@ async def test_a_lite_pull_consumer_goes_on_from_a_replicating_slave_and_back(
     admin = ClientInstance(pair.namesrv.addr, "admin@ha")
     sent = [f"m-{i}".encode() for i in range(40)]
     later = [f"later-{i}".encode() for i in range(12)]
-    master, slave = pair.addr("master"), pair.addr("slave")
     got: list[bytes] = []
 
     async def poll_until(lite: LitePullConsumer, count: int) -> None:
@@ -334,7 +336,7 @@ async def test_a_lite_pull_consumer_goes_on_from_a_replicating_slave_and_back(
         return lite
 
     try:
-        await replicated_pair(pair, admin, sent)
+        master, slave = await replicated_pair(pair, admin, sent)
         async with lite_consumer(instances[0]) as lite:
             await poll_until(lite, 15)
             await lite.commit_sync()

@@ -1,6 +1,6 @@
 """A broker set under automatic failover as real processes: a NameServer, ZooKeeper (the
-conftest's) and N brokers of one brokerName (ids 1..N, fixed ports so that a restarted broker
-keeps its address), with helpers to find the master, wait for an election, a follower or the
+conftest's) and N brokers of one brokerName (ids 1..N; a restarted broker keeps the ports its
+first start bound), with helpers to find the master, wait for an election, a follower or the
 brokers' convergence, kill a broker and send through our client."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 # tests/integration, for the process helpers this set shares with the master/slave tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from broker_pair import free_port, runtime_info
+from broker_pair import runtime_info
 from server_procs import ServerProcess, broker_with_conf, commitlog_is_prefix
 
 from pocketmq.client import Producer
@@ -46,7 +46,9 @@ class FailoverSet:
         self.workdir = workdir
         (workdir / "namesrv").mkdir(parents=True, exist_ok=True)
         self.namesrv = ServerProcess("namesrv", workdir / "namesrv")
-        self.ports = {i: free_port() for i in range(1, brokers + 1)}
+        # Listen and HA ports from each broker's first ready file (its first start binds 0).
+        self.ports: dict[int, int] = {}
+        self.ha_ports: dict[int, int] = {}
         self.conf: dict[str, Any] = {
             "brokerClusterName": "DefaultCluster",
             "brokerName": "broker-fo",
@@ -62,7 +64,7 @@ class FailoverSet:
             **(conf or {}),
         }
         self.procs: dict[int, ServerProcess] = {}
-        for broker_id in self.ports:
+        for broker_id in range(1, brokers + 1):
             self.start(broker_id)
 
     def home(self, broker_id: int) -> Path:
@@ -78,11 +80,15 @@ class FailoverSet:
         old = self.procs.pop(broker_id, None)
         if old is not None:
             old.stop()
-        self.procs[broker_id] = broker_with_conf(
-            self.home(broker_id), self.namesrv.addr, {**self.conf, "brokerId": broker_id},
-            listen=self.addr(broker_id),
+        conf = {**self.conf, "brokerId": broker_id}
+        if broker_id in self.ha_ports:
+            conf["haListenPort"] = self.ha_ports[broker_id]
+        proc = self.procs[broker_id] = broker_with_conf(
+            self.home(broker_id), self.namesrv.addr, conf,
+            listen=f"127.0.0.1:{self.ports.get(broker_id, 0)}",
         )  # fmt: skip
-        return self.procs[broker_id]
+        self.ports[broker_id], self.ha_ports[broker_id] = proc.port, proc.ready["ha"]
+        return proc
 
     def kill(self, broker_id: int) -> None:
         """SIGKILL, and reap it."""
