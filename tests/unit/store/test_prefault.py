@@ -84,7 +84,8 @@ def test_large_puts_are_written_without_pages_faulted_in_ahead(open_small: Store
         lambda: segment.wake_at > segment.wrote_position, 10, "the prefault thread's round"
     )
     # What was written and the consume queue's units, no window of zeros (AHEAD or more).
-    assert dirtied_bytes() - before < segment.wrote_position + AHEAD // 3
+    # Whatever else the process dirtied meanwhile comes on top: 325 KiB once, under ASan.
+    assert dirtied_bytes() - before < segment.wrote_position + AHEAD // 2
     assert segment.prefaulted == 0
 
 
