@@ -57,11 +57,20 @@ class ServerProcess:
             ) from None
 
     def stop(self) -> int:
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM and wait; returns the exit code. A server still running 20 s later is killed
+        and reported with the end of its log, where it wrote what its stop waits on."""
         try:
             if self.proc.poll() is None:
                 self.proc.send_signal(signal.SIGTERM)
-            return self.proc.wait(20)
+            try:
+                return self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                tail = self.log_path.read_text(errors="replace")[-20_000:]
+                raise AssertionError(
+                    f"{self.addr} did not exit within 20 s of SIGTERM; its log ends:\n{tail}"
+                ) from None
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

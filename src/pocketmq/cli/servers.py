@@ -7,8 +7,11 @@ mode), whether it runs alone (``broker``) or next to a NameServer (``serve``).""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
+import io
 import json
+import logging
 import os
 import signal
 import sys
@@ -34,6 +37,8 @@ from pocketmq.grpc.server import GrpcService
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.server import NameServer
 from pocketmq.protocol import native
+
+log = logging.getLogger(__name__)
 
 
 async def start_namesrv(config: NamesrvConfig) -> tuple[NameServer, int]:
@@ -114,12 +119,38 @@ def tune_gc() -> None:
 
 
 def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT; install it before starting anything."""
+    """An event set by SIGTERM or SIGINT; install it before starting anything. A stop that
+    hangs says where: every task's stack is logged STALLED_STOP_S after the signal, every
+    thread's (faulthandler, to stderr) half as long again later."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+
+    def stopping() -> None:
+        if stop.is_set():
+            return
+        stop.set()
+        loop.call_later(STALLED_STOP_S, _log_stalled_stop)
+        faulthandler.dump_traceback_later(STALLED_STOP_S * 1.5)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     return stop
+
+
+# Seconds after SIGTERM by which a server has stopped (it takes well under one).
+STALLED_STOP_S = 10.0
+
+
+def _log_stalled_stop() -> None:
+    stacks = []
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(file=out)
+        stacks.append(out.getvalue())
+    log.warning(
+        "still stopping %.0f s after the signal; its %d tasks:\n%s",
+        STALLED_STOP_S, len(stacks), "\n".join(stacks),
+    )  # fmt: skip
 
 
 def stop_at_stdin_eof(stop: asyncio.Event) -> None:
