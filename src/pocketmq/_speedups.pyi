@@ -33,6 +33,20 @@ def place_records(
     store_timestamp: int,
     queue_offsets: list[int],
 ) -> None: ...
+def put_record(
+    buf: bytearray | memoryview | mmap.mmap,
+    pos: int,
+    limit: int,
+    msg: MessageExt,
+    store_host: bytes,
+    born_hosts: dict[Host, bytes],
+    max_body_size: int,
+    max_record_size: int,
+    phy_offset: int,
+    store_timestamp: int,
+    queue_table: dict[tuple[str, int], int],
+    delay_levels_ms: tuple[int, ...],
+) -> DispatchRequest | None: ...
 def encode_batch_body(messages: Sequence[Message]) -> bytes: ...
 def decode_batch_body(data: bytes) -> list[tuple[int, bytes, dict[str, str]]]: ...
 def batch_messages(base: MessageExt, body: bytes) -> list[MessageExt]: ...

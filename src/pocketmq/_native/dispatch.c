@@ -221,6 +221,16 @@ done:
 }
 
 PyObject *
+pmq_build_request(PyObject *msg, PyObject *size, PyObject *sys_flag, PyObject *queue_offset,
+                  int64_t phy, PyObject *store_ts)
+{
+    if (bind_request_type() < 0) {
+        return NULL;
+    }
+    return build_request(msg, size, sys_flag, queue_offset, phy, store_ts);
+}
+
+PyObject *
 pmq_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames)
 {

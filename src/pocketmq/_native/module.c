@@ -113,6 +113,8 @@ static PyMethodDef speedups_methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))pmq_encode_records,
      METH_FASTCALL | METH_KEYWORDS,
      "A put's records back to back, their sizes and sys flags (offsets and store time 0)."},
+    {"put_record", (PyCFunction)(void (*)(void))pmq_put_record, METH_FASTCALL | METH_KEYWORDS,
+     "Encode one message's record, take its queue offset and place it, if it fits."},
     {"place_records", (PyCFunction)(void (*)(void))pmq_place_records,
      METH_FASTCALL | METH_KEYWORDS,
      "Copy encoded records into a buffer with their offsets and store time, first size last."},

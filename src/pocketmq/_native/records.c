@@ -508,3 +508,163 @@ done:
     }
     return result;
 }
+
+/* --- put_record ---------------------------------------------------------------------------- */
+
+/* SysFlag.TRANSACTION_ROLLBACK_TYPE: the transaction-type bits; prepared and rolled-back
+ * records take no queue offset. */
+#define TRANSACTION_MASK 0xC
+#define TRANSACTION_COMMIT 0x8
+
+/* The next offset of the queue `key` in the exact dict `table` into *qo (0 when absent): 1, 0
+ * when the value is not an exact int of int64 (no exception left set), -1 on an error. */
+static int
+queue_offset_of(PyObject *table, PyObject *key, int64_t *qo)
+{
+    PyObject *v = PyDict_GetItemWithError(table, key);
+    if (v == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        *qo = 0;
+        return 1;
+    }
+    return pmq_int64_in(v, LLONG_MIN, LLONG_MAX - 1, qo) == 0;
+}
+
+PyObject *
+pmq_put_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    int64_t pos, limit, phy, store_ts;
+    if (kwnames != NULL || nargs != 12 || pmq_int64_in(args[1], 0, LLONG_MAX, &pos)
+        || pmq_int64_in(args[2], LLONG_MIN, LLONG_MAX, &limit) || !PyBytes_CheckExact(args[4])
+        || !PyDict_CheckExact(args[5]) || !PyLong_CheckExact(args[6])
+        || !PyLong_CheckExact(args[7]) || pmq_int64_in(args[8], 0, LLONG_MAX, &phy)
+        || pmq_int64_in(args[9], LLONG_MIN, LLONG_MAX, &store_ts)
+        || !PyDict_CheckExact(args[10])) {
+        return pmq_call_reference("put_record", args, nargs, kwnames);
+    }
+    PyObject *msg = args[3], *table = args[10];
+    Py_ssize_t store_len = PyBytes_GET_SIZE(args[4]);
+    Py_ssize_t max_body = PyLong_AsSsize_t(args[6]), max_record = PyLong_AsSsize_t(args[7]);
+    if ((max_body == -1 || max_record == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        return pmq_call_reference("put_record", args, nargs, kwnames);
+    }
+    PyTypeObject *type = pmq_message_type("put_record");
+    if (type == NULL) {
+        return NULL;
+    }
+    if ((store_len != 8 && store_len != 20) || !Py_IS_TYPE(msg, type)) {
+        return pmq_call_reference("put_record", args, nargs, kwnames);
+    }
+    Scratch props = {NULL, 0, 0};
+    Encoding e = {0};
+    PyObject *key = NULL, *size = NULL, *flag = NULL, *qo_obj = NULL, *next_qo = NULL;
+    PyObject *req = NULL, *result = NULL;
+    unsigned char *record = NULL;
+    Py_buffer view = {0};
+    int have_view = 0, fallback = 1;
+    int ok = encoding_check(&e, msg, type, args[5], &props, max_body, max_record, store_len);
+    if (ok <= 0) {
+        fallback = ok == 0;
+        goto done;
+    }
+    /* The reference refuses nothing that passed the checks: its answer now is the fit. */
+    if (limit < pos || e.size > limit - pos) {
+        fallback = 0;
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int64_t qo = 0;
+    int kind = e.sys_flag & TRANSACTION_MASK;
+    if (kind == 0 || kind == TRANSACTION_COMMIT) {
+        /* The slot again, as the reference reads it: encoding_check's host lookup hashed a
+         * tuple, which in principle may run code. */
+        PyObject *queue_id = *pmq_message_slot(msg, F_QUEUE_ID);
+        if (queue_id == NULL || !PyLong_CheckExact(queue_id)) {
+            goto done;
+        }
+        key = PyTuple_Pack(2, e.topic, queue_id);
+        if (key == NULL) {
+            fallback = 0;
+            goto done;
+        }
+        ok = queue_offset_of(table, key, &qo);
+        if (ok <= 0) {
+            fallback = ok == 0;
+            goto done;
+        }
+        if ((next_qo = PyLong_FromLongLong(qo + 1)) == NULL) {
+            fallback = 0;
+            goto done;
+        }
+    }
+    size = PyLong_FromSsize_t(e.size);
+    flag = size ? PyLong_FromLong(e.sys_flag) : NULL;
+    qo_obj = flag ? PyLong_FromLongLong(qo) : NULL;
+    if (qo_obj == NULL) {
+        fallback = 0;
+        goto done;
+    }
+    if (phy > INT64_MAX - (int64_t)e.size) {
+        goto done;
+    }
+    req = pmq_build_request(msg, size, flag, qo_obj, phy, args[9]);
+    if (req == NULL) {
+        fallback = !PyErr_Occurred();
+        goto done;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    have_view = 1;
+    /* As place_records: the reference bounds the write by len(buf). */
+    Py_ssize_t length = PyObject_Length(args[0]);
+    if (length < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    if (view.len != length || view.readonly || pos > (int64_t)view.len
+        || e.size > view.len - (Py_ssize_t)pos) {
+        goto done;
+    }
+    fallback = 0;
+    record = PyMem_Malloc((size_t)e.size);
+    if (record == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Nothing is written before the last step that can fail. */
+    if (next_qo != NULL && PyDict_SetItem(table, key, next_qo) < 0) {
+        goto done;
+    }
+    encoding_write(&e, record, PyBytes_AS_STRING(args[4]), store_len, props.buf);
+    put64(record + POS_QUEUE_OFFSET, (uint64_t)qo);
+    put64(record + POS_QUEUE_OFFSET + 8, (uint64_t)phy);
+    put64(record + POS_BORN_HOST + PyBytes_GET_SIZE(e.born), (uint64_t)store_ts);
+    unsigned char *dst = (unsigned char *)view.buf + pos;
+    /* The size last, as place_records writes it. */
+    memcpy(dst + 4, record + 4, (size_t)(e.size - 4));
+    memcpy(dst, record, 4);
+    result = Py_NewRef(req);
+done:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    PyMem_Free(record);
+    PyMem_Free(props.buf);
+    encoding_clear(&e);
+    Py_XDECREF(key);
+    Py_XDECREF(size);
+    Py_XDECREF(flag);
+    Py_XDECREF(qo_obj);
+    Py_XDECREF(next_qo);
+    Py_XDECREF(req);
+    if (fallback) {
+        return pmq_call_reference("put_record", args, nargs, kwnames);
+    }
+    return result;
+}

@@ -80,6 +80,12 @@ int pmq_dispatch_init(void);
 /* Called once from PyInit__speedups: sendheader.c's interned names. */
 int pmq_send_header_init(void);
 
+/* The DispatchRequest of one message whose record was placed at phy (dispatch.c), or NULL:
+ * with an exception set on failure, without one for a message off dispatch_requests' fast
+ * path (a schedule or timer topic, a TAGS value without a UTF-16 form, another type). */
+PyObject *pmq_build_request(PyObject *msg, PyObject *size, PyObject *sys_flag,
+                            PyObject *queue_offset, int64_t phy, PyObject *store_ts);
+
 /* CRC32 (zlib's) of n bytes. */
 uint32_t pmq_crc32(const unsigned char *p, Py_ssize_t n);
 
@@ -102,6 +108,8 @@ PyObject *pmq_decode_properties(PyObject *module, PyObject *const *args, Py_ssiz
                                 PyObject *kwnames);
 PyObject *pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
+PyObject *pmq_put_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
 PyObject *pmq_place_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames);
 PyObject *pmq_decode_batch_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import struct
 import threading
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreWriteError
 from pocketmq.protocol.message import Host, MessageExt, SysFlag, host_to_bytes
+from pocketmq.protocol.native import select
 from pocketmq.protocol.record_codec import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -65,6 +67,48 @@ PWRITE_MIN = 64 * 1024
 SCRATCH_KEPT = 4 * 1024 * 1024
 
 
+def take_queue_offsets(
+    table: dict[tuple[str, int], int], first: MessageExt, count: int
+) -> list[int]:
+    """The offsets of a run of ``count`` messages for ``first``'s queue, taken from ``table``
+    (a CommitLog's ``topic_queue_table``, under its ``put_lock``): consecutive when its first
+    message's transaction type goes to a consume queue, else 0 each."""
+    if (first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) not in _IN_QUEUE:
+        return [0] * count
+    key = (first.topic, first.queue_id)
+    qo = table.get(key, 0)
+    table[key] = qo + count
+    return [qo] if count == 1 else list(range(qo, qo + count))
+
+
+def put_record_py(
+    mm: mmap.mmap | bytearray, pos: int, limit: int, msg: MessageExt, store_host: bytes,
+    born_hosts: dict[Host, bytes], max_body: int, max_record: int, phy: int, store_ts: int,
+    queue_table: dict[tuple[str, int], int], delay_levels_ms: tuple[int, ...],
+) -> DispatchRequest | None:  # fmt: skip
+    """One message's record encoded (``encode_records``), given the next offset of its queue
+    (``take_queue_offsets``) and placed at ``pos`` of ``mm`` (``place_records``) when it ends
+    at ``limit`` or before; its dispatch request. None when it does not fit: nothing written,
+    nothing taken. ``CommitLog.put_one`` in one call (native in ``pocketmq._speedups``, this
+    the reference).
+
+    Raises:
+        RecordEncodeError, ValueError, OverflowError: as ``encode_records``.
+    """
+    data, sizes, sys_flags = encode_records([msg], store_host, born_hosts, max_body, max_record)
+    if pos + len(data) > limit:
+        return None
+    queue_offsets = take_queue_offsets(queue_table, msg, 1)
+    place_records(mm, pos, data, phy, store_ts, queue_offsets)
+    (req,) = dispatch_requests(
+        [msg], sizes, sys_flags, queue_offsets, phy, store_ts, delay_levels_ms
+    )
+    return req
+
+
+put_record = select("put_record", put_record_py)
+
+
 class CommitLog:
     def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -81,6 +125,8 @@ class CommitLog:
         self.store_host = config.store_host_tuple
         self._store_host_bytes = host_to_bytes(self.store_host)
         self._born_hosts: dict[Host, bytes] = {}  # encode_records' cache
+        # The longest record: a segment less its closing blank.
+        self._max_record = config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         self.delay_levels_ms = config.delay_levels_ms
         # Set by the first failed write: later puts fail fast until the store is reopened.
         self.write_error: StoreWriteError | None = None
@@ -173,41 +219,42 @@ class CommitLog:
     def put_one(self, msg: MessageExt) -> tuple[PutResult, DispatchRequest] | None:
         """``put`` of one message when nothing but the copy of its record is needed: it fits
         the last segment's reservation and is copied in (no new segment, reservation, pwrite,
-        failed write or fault hook on its way). A single send's put, in a third of the steps.
+        failed write or fault hook on its way). A single send's put, in one call
+        (``put_record``).
 
         Returns the result and the record's dispatch request, or None, nothing written, when
         it is not that case (an encoding refusal included): ``put`` takes it then.
         """
-        try:
-            data, sizes, sys_flags = self._encode([msg])
-        except RecordEncodeError:
-            return None
-        total = len(data)
         with self.put_lock:
             files = self.mfq.files
-            if not files or total >= PWRITE_MIN or not self.mfq.prefaulting:
-                return None
-            mf = files[-1]
-            pos = mf.wrote_position
             if (
-                pos + total > mf.reserved
-                or pos + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size
+                not files
+                or not self.mfq.prefaulting
                 or self.write_error is not None
                 or self._fail_next_write
             ):
                 return None
+            mf = files[-1]
+            pos = mf.wrote_position
             store_ts = self.clock.now_ms()
-            phy = mf.file_from_offset + pos
-            queue_offsets = self._take_run(msg, 1)
-            place_records(mf.mm, pos, data, phy, store_ts, queue_offsets)
-            mf.wrote_position = pos + total
+            # Below the reservation and PWRITE_MIN, with room for the segment's closing blank.
+            limit = min(mf.reserved, mf.file_size - END_FILE_MIN_BLANK_LENGTH, pos + PWRITE_MIN - 1)
+            try:
+                req = put_record(
+                    mf.mm, pos, limit, msg, self._store_host_bytes, self._born_hosts,
+                    self.config.max_message_size, self._max_record, mf.file_from_offset + pos,
+                    store_ts, self.topic_queue_table, self.delay_levels_ms,
+                )  # fmt: skip
+            except RecordEncodeError:
+                return None
+            if req is None:
+                return None
+            mf.wrote_position = pos + req.size
             mf.store_timestamp = store_ts
-        (req,) = dispatch_requests(
-            [msg], sizes, sys_flags, queue_offsets, phy, store_ts, self.delay_levels_ms
-        )
         result = PutResult(
-            PutStatus.PUT_OK, [phy], queue_offsets[0], total, store_ts, self.store_host
-        )
+            PutStatus.PUT_OK, [req.phy_offset], req.queue_offset, req.size, store_ts,
+            self.store_host,
+        )  # fmt: skip
         return result, req
 
     def _encode(self, msgs: list[MessageExt]) -> tuple[bytes, list[int], list[int]]:
@@ -219,7 +266,7 @@ class CommitLog:
         """
         return encode_records(
             msgs, self._store_host_bytes, self._born_hosts, self.config.max_message_size,
-            self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
+            self._max_record,
         )  # fmt: skip
 
     def _write(
@@ -264,9 +311,9 @@ class CommitLog:
 
     def _take_queue_offsets(self, msgs: list[MessageExt]) -> list[int]:
         """Each message's queue offset, taken from ``topic_queue_table`` (under ``put_lock``),
-        a run of messages for one queue at a time (``_take_run``)."""
+        a run of messages for one queue at a time (``take_queue_offsets``)."""
         if len(msgs) == 1:  # a single send: most puts
-            return self._take_run(msgs[0], 1)
+            return take_queue_offsets(self.topic_queue_table, msgs[0], 1)
         offsets: list[int] = []
         i = 0
         while i < len(msgs):
@@ -278,20 +325,9 @@ class CommitLog:
                 and msgs[j].topic == first.topic
             ):
                 j += 1
-            offsets += self._take_run(first, j - i)
+            offsets += take_queue_offsets(self.topic_queue_table, first, j - i)
             i = j
         return offsets
-
-    def _take_run(self, first: MessageExt, count: int) -> list[int]:
-        """The offsets of a run of ``count`` messages for ``first``'s queue: consecutive when
-        its first message's transaction type goes to a consume queue, else 0 each."""
-        if (first.sys_flag & SysFlag.TRANSACTION_ROLLBACK_TYPE) not in _IN_QUEUE:
-            return [0] * count
-        key = (first.topic, first.queue_id)
-        table = self.topic_queue_table
-        qo = table.get(key, 0)
-        table[key] = qo + count
-        return [qo] if count == 1 else list(range(qo, qo + count))
 
     def _writable_file(self, need: int) -> MappedFile:
         """The segment that can take ``need`` bytes, closing the current one with a blank

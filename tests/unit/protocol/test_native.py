@@ -34,7 +34,7 @@ from pocketmq.protocol import (
     remoting,
     send_header,
 )
-from pocketmq.store import consume_queue, dispatch, index_insert, pull_scan
+from pocketmq.store import commitlog, consume_queue, dispatch, index_insert, pull_scan
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -71,6 +71,7 @@ HOMES = {
     "java_string_hash_concat": properties,
     "encode_records": record_codec,
     "place_records": record_codec,
+    "put_record": commitlog,
     "encode_batch_body": batch,
     "decode_batch_body": batch,
     "batch_messages": batch,
