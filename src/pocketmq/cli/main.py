@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import click
@@ -17,12 +18,18 @@ T = TypeVar("T")
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run coro on uvloop when it is installed, else on asyncio's default loop."""
+    """Run coro on uvloop when it is installed, else on asyncio's default loop; the stack
+    dump a stop armed (servers.stop_on_signals) is cancelled once everything has ended."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        run: Callable[[Coroutine[Any, Any, T]], T] = asyncio.run
+    else:
+        run = uvloop.run
+    try:
+        return run(coro)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @click.group(
