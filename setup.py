@@ -30,6 +30,7 @@ setup(
                     "held",
                     "frame",
                     "sendheader",
+                    "putone",
                 )
             ],
             depends=[f"{NATIVE}/speedups.h"],

@@ -7,9 +7,12 @@ from typing import Any
 from pocketmq.protocol.message import Host, Message, MessageExt, ReadableBuffer
 from pocketmq.protocol.remoting import RemotingCommand
 from pocketmq.protocol.send_header import SendHeader
+from pocketmq.store.commitlog import PutArgs
+from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.index_insert import IndexedRecord
 from pocketmq.store.pull_scan import pull_scan_py
+from pocketmq.store.put_one import Segment
 
 # The pure-Python references by function name: input off the native fast path goes to them.
 REFERENCES: dict[str, Callable[..., object]]
@@ -33,6 +36,13 @@ def place_records(
     store_timestamp: int,
     queue_offsets: list[int],
 ) -> None: ...
+def put_one(
+    msg: MessageExt,
+    mf: Segment,
+    put_args: PutArgs,
+    cq: ConsumeQueue | None,
+    store_ts: int,
+) -> tuple[DispatchRequest, int] | None: ...
 def put_record(
     buf: bytearray | memoryview | mmap.mmap,
     pos: int,

@@ -113,6 +113,8 @@ static PyMethodDef speedups_methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))pmq_encode_records,
      METH_FASTCALL | METH_KEYWORDS,
      "A put's records back to back, their sizes and sys flags (offsets and store time 0)."},
+    {"put_one", (PyCFunction)(void (*)(void))pmq_put_one, METH_FASTCALL | METH_KEYWORDS,
+     "A single message's record and consume-queue unit, as far as they go."},
     {"put_record", (PyCFunction)(void (*)(void))pmq_put_record, METH_FASTCALL | METH_KEYWORDS,
      "Encode one message's record, take its queue offset and place it, if it fits."},
     {"place_records", (PyCFunction)(void (*)(void))pmq_place_records,
@@ -187,7 +189,7 @@ PyInit__speedups(void)
         return NULL;
     }
     if (pmq_records_init() < 0 || pmq_index_init() < 0 || pmq_dispatch_init() < 0
-        || pmq_pull_init() < 0 || pmq_send_header_init() < 0) {
+        || pmq_pull_init() < 0 || pmq_send_header_init() < 0 || pmq_put_one_init() < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -98,6 +98,9 @@ int pmq_records_init(void);
 /* Called once from PyInit__speedups: pull.c's interned attribute names. */
 int pmq_pull_init(void);
 
+/* Called once from PyInit__speedups: putone.c's interned attribute names. */
+int pmq_put_one_init(void);
+
 PyObject *pmq_java_string_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
 PyObject *pmq_java_string_hash_concat(PyObject *module, PyObject *const *args,
@@ -108,6 +111,8 @@ PyObject *pmq_decode_properties(PyObject *module, PyObject *const *args, Py_ssiz
                                 PyObject *kwnames);
 PyObject *pmq_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
+PyObject *pmq_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames);
 PyObject *pmq_put_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames);
 PyObject *pmq_place_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

@@ -67,6 +67,12 @@ PWRITE_MIN = 64 * 1024
 SCRATCH_KEPT = 4 * 1024 * 1024
 
 
+# put_record's arguments beside the message, its place and time: the store host's bytes, the
+# born hosts' cache, the largest body, the largest record, the queue-offset table, the delay
+# levels (CommitLog.put_args).
+PutArgs = tuple[bytes, dict[Host, bytes], int, int, dict[tuple[str, int], int], tuple[int, ...]]
+
+
 def take_queue_offsets(
     table: dict[tuple[str, int], int], first: MessageExt, count: int
 ) -> list[int]:
@@ -128,6 +134,11 @@ class CommitLog:
         # The longest record: a segment less its closing blank.
         self._max_record = config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         self.delay_levels_ms = config.delay_levels_ms
+        # What put_record takes beside the message, its place and time (put_one.py).
+        self.put_args: PutArgs = (
+            self._store_host_bytes, self._born_hosts, config.max_message_size,
+            self._max_record, self.topic_queue_table, self.delay_levels_ms,
+        )  # fmt: skip
         # Set by the first failed write: later puts fail fast until the store is reopened.
         self.write_error: StoreWriteError | None = None
         # Fault hook (tests): the next append fails mid-record, as a failed write would.
@@ -216,46 +227,20 @@ class CommitLog:
             reqs,
         )
 
-    def put_one(self, msg: MessageExt) -> tuple[PutResult, DispatchRequest] | None:
-        """``put`` of one message when nothing but the copy of its record is needed: it fits
-        the last segment's reservation and is copied in (no new segment, reservation, pwrite,
-        failed write or fault hook on its way). A single send's put, in one call
-        (``put_record``).
-
-        Returns the result and the record's dispatch request, or None, nothing written, when
-        it is not that case (an encoding refusal included): ``put`` takes it then.
-        """
-        with self.put_lock:
-            files = self.mfq.files
-            if (
-                not files
-                or not self.mfq.prefaulting
-                or self.write_error is not None
-                or self._fail_next_write
-            ):
-                return None
-            mf = files[-1]
-            pos = mf.wrote_position
-            store_ts = self.clock.now_ms()
-            # Below the reservation and PWRITE_MIN, with room for the segment's closing blank.
-            limit = min(mf.reserved, mf.file_size - END_FILE_MIN_BLANK_LENGTH, pos + PWRITE_MIN - 1)
-            try:
-                req = put_record(
-                    mf.mm, pos, limit, msg, self._store_host_bytes, self._born_hosts,
-                    self.config.max_message_size, self._max_record, mf.file_from_offset + pos,
-                    store_ts, self.topic_queue_table, self.delay_levels_ms,
-                )  # fmt: skip
-            except RecordEncodeError:
-                return None
-            if req is None:
-                return None
-            mf.wrote_position = pos + req.size
-            mf.store_timestamp = store_ts
-        result = PutResult(
-            PutStatus.PUT_OK, [req.phy_offset], req.queue_offset, req.size, store_ts,
-            self.store_host,
-        )  # fmt: skip
-        return result, req
+    def one_put_segment(self) -> MappedFile | None:
+        """The last segment when a single put may take the short way (store/put_one.py):
+        nothing but the copy of its record into the mapping, or, when it does not fit there,
+        nothing (no new segment, reservation, pwrite, failed write or fault hook on its way).
+        None: ``put`` takes every put now. Called under ``put_lock``."""
+        files = self.mfq.files
+        if (
+            not files
+            or not self.mfq.prefaulting
+            or self.write_error is not None
+            or self._fail_next_write
+        ):
+            return None
+        return files[-1]
 
     def _encode(self, msgs: list[MessageExt]) -> tuple[bytes, list[int], list[int]]:
         """``encode_records`` of a put: bodies up to max_message_size, records that fit a

@@ -175,14 +175,10 @@ class ConsumeQueue:
                 mf = files[-1]
                 if r.queue_offset * CQ_UNIT_SIZE == mf.file_from_offset + mf.wrote_position:
                     if mf.wrote_position + CQ_UNIT_SIZE > mf.reserved:
-                        mf = self._writable()
-                    j, mf.wrote_position, end_phy = consume_queue_put_requests(
-                        mf.mm, mf.wrote_position, mf.reserved, mf.file_from_offset,
-                        self.topic, self.queue_id, reqs, i,
-                    )  # fmt: skip
-                    if end_phy >= 0:
-                        self.max_physic_offset = end_phy
-                        wrote = (mf.file_from_offset + mf.wrote_position) // CQ_UNIT_SIZE
+                        self._writable()
+                    j, end = self.put_in_place(reqs, i)
+                    if end >= 0:
+                        wrote = end
                     if j > i:
                         i = j
                         continue
@@ -190,6 +186,21 @@ class ConsumeQueue:
                 wrote = r.queue_offset + 1
             i = next_queued(reqs, i + 1)
         return i, wrote
+
+    def put_in_place(self, reqs: Sequence[DispatchRequest], start: int) -> tuple[int, int]:
+        """The units of reqs[start:] that continue this queue in its last file, below its
+        reservation, written in one call (no I/O: ``put_requests`` reserves first). Returns
+        the position of the first request left and the queue offset past the last unit
+        written (-1 when none was). The queue has a file."""
+        mf = self.mfq.files[-1]
+        j, mf.wrote_position, end_phy = consume_queue_put_requests(
+            mf.mm, mf.wrote_position, mf.reserved, mf.file_from_offset, self.topic,
+            self.queue_id, reqs, start,
+        )  # fmt: skip
+        if end_phy < 0:
+            return j, -1
+        self.max_physic_offset = end_phy
+        return j, (mf.file_from_offset + mf.wrote_position) // CQ_UNIT_SIZE
 
     def _writable(self) -> MappedFile:
         """The file to write the next unit to, its blocks reserved (see mapped_file.py).

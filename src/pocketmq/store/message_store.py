@@ -26,7 +26,12 @@ from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.errors import StoreError
 from pocketmq.pending import Pending, outcome_of, pending_of
 from pocketmq.protocol.message import MessageConst, MessageExt, decode_offset_msg_id
-from pocketmq.protocol.record_codec import RecordError, RecordInfo, decode_message
+from pocketmq.protocol.record_codec import (
+    RecordEncodeError,
+    RecordError,
+    RecordInfo,
+    decode_message,
+)
 from pocketmq.store import pull_read, query, retention
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
@@ -60,6 +65,7 @@ from pocketmq.store.prefault import (
     Target,
 )
 from pocketmq.store.put_coalescer import PutCoalescer, split_put
+from pocketmq.store.put_one import put_one
 from pocketmq.store.results import GetResult, PutResult, PutStatus, QueryResult
 from pocketmq.store.truncate import truncate_store
 
@@ -385,9 +391,7 @@ class MessageStore:
         refusal = self._refusal()
         if refusal is not None:
             return refusal
-        if len(msgs) == 1 and (one := self.commitlog.put_one(msgs[0])) is not None:
-            result, req = one
-            self._appended_one(result, req)
+        if len(msgs) == 1 and (result := self._append_one(msgs[0])) is not None:
             return result
         result, reqs = self.commitlog.put(msgs)
         if result.ok:
@@ -422,25 +426,45 @@ class MessageStore:
             log.error("dispatch lags: %s", exc)
         self.ha_service.notify_appended()
 
-    def _appended_one(self, result: PutResult, req: DispatchRequest) -> None:
-        """``_appended`` for a put of one record (``CommitLog.put_one``): its consume-queue
-        unit and index entries written straight away, without the reput service's loop over
-        the dispatchers."""
+    def _append_one(self, msg: MessageExt) -> PutResult | None:
+        """``append`` of one message the short way (store/put_one.py), None when it does
+        not take it (nothing was written then): ``CommitLog.put`` does."""
+        commitlog = self.commitlog
         reput = self.reput
-        if reput.reput_from != req.phy_offset:
-            self._appended(result, [req])
-            return
+        queues = self.consume_queue_table.get(msg.topic)
+        cq = queues.get(msg.queue_id) if queues else None
+        with commitlog.put_lock:
+            mf = commitlog.one_put_segment()
+            # With dispatch behind, the record's turn comes after those waiting (reput.feed).
+            if mf is None or reput.reput_from != mf.file_from_offset + mf.wrote_position:
+                return None
+            store_ts = self.clock.now_ms()
+            try:
+                done = put_one(msg, mf, commitlog.put_args, cq, store_ts)
+            except RecordEncodeError:
+                return None  # the general put answers with the refusal
+        if done is None:
+            return None
+        req, queue_end = done
+        result = PutResult(
+            PutStatus.PUT_OK, [req.phy_offset], req.queue_offset, req.size, store_ts,
+            commitlog.store_host,
+        )  # fmt: skip
         self._wake_prefault()
+        reqs = [req]
         try:
-            reqs = [req]
-            self._dispatch_cq(reqs)
-            # A master's dispatch ends here: _dispatch_queue_table is a slave's, which never puts.
+            if queue_end < 0:
+                self._dispatch_cq(reqs)
+            elif queue_end > 0 and (listener := self.on_message_arrived) is not None:
+                listener(req.topic, req.queue_id, queue_end - 1)
             self._dispatch_index(reqs)
+            # A master's dispatch ends here: _dispatch_queue_table is a slave's, which never puts.
             reput.reput_from = result.next_offset
-            reput.last_store_timestamp = req.store_timestamp
+            reput.last_store_timestamp = store_ts
         except OSError as exc:
             log.error("dispatch lags: %s", exc)
         self.ha_service.notify_appended()
+        return result
 
     def append_replica(self, phy_offset: int, data: memoryview) -> None:
         """Append bytes a master replicated (see CommitLog.append_data), then dispatch the

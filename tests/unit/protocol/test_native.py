@@ -34,7 +34,14 @@ from pocketmq.protocol import (
     remoting,
     send_header,
 )
-from pocketmq.store import commitlog, consume_queue, dispatch, index_insert, pull_scan
+from pocketmq.store import (
+    commitlog,
+    consume_queue,
+    dispatch,
+    index_insert,
+    pull_scan,
+    put_one,
+)
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -72,6 +79,7 @@ HOMES = {
     "encode_records": record_codec,
     "place_records": record_codec,
     "put_record": commitlog,
+    "put_one": put_one,
     "encode_batch_body": batch,
     "decode_batch_body": batch,
     "batch_messages": batch,

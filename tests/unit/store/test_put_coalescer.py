@@ -20,23 +20,23 @@ from pocketmq.store.results import PutResult, PutStatus
 
 
 def count_log_puts(store: MessageStore) -> list[int]:
-    """The number of messages of each CommitLog put from now on (``put_one`` included)."""
+    """The number of messages of each CommitLog put from now on (``_append_one`` included)."""
     sizes: list[int] = []
     put = store.commitlog.put
-    put_one = store.commitlog.put_one
+    append_one = store._append_one
 
     def counting(msgs: list[MessageExt]) -> Any:
         sizes.append(len(msgs))
         return put(msgs)
 
     def counting_one(msg: MessageExt) -> Any:
-        done = put_one(msg)
+        done = append_one(msg)
         if done is not None:  # else put() follows, counted there
             sizes.append(1)
         return done
 
     store.commitlog.put = counting  # type: ignore[method-assign]
-    store.commitlog.put_one = counting_one  # type: ignore[method-assign]
+    store._append_one = counting_one  # type: ignore[method-assign]
     return sizes
 
 

@@ -1,4 +1,4 @@
-"""A single message's put in few steps (``CommitLog.put_one``, ``MessageStore._appended_one``)
+"""A single message's put in one call (store/put_one.py, through ``MessageStore._append_one``)
 leaves the store exactly as the general put does: same results, same files, same wake-ups."""
 
 from __future__ import annotations
@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_helpers import msg, open_store, small_config
 
 from pocketmq.clock import FakeClock
 from pocketmq.protocol.message import MessageConst, MessageExt, SysFlag
+from pocketmq.store import message_store, put_one
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutResult
 
@@ -61,24 +63,34 @@ def store_files(root: Path) -> dict[str, bytes]:
     return out
 
 
-def run(root: Path, msgs: list[MessageExt], one: bool) -> tuple[list[Any], list[Any], int]:
-    """Each message put alone, through put_one when ``one``, else the general put only."""
+def run(
+    root: Path, msgs: list[MessageExt], one: bool, implementation: Any = None
+) -> tuple[list[Any], list[Any], int]:
+    """Each message put alone, the short way when ``one`` (through ``implementation`` of
+    put_one when given), else the general way only."""
+    if implementation is not None:
+        active = message_store.put_one
+        message_store.put_one = implementation
+        try:
+            return run(root, msgs, one)
+        finally:
+            message_store.put_one = active
     clock = FakeClock(1_700_000_000_000)
     store = open_store(small_config(root), clock)
     arrivals: list[tuple[str, int, int]] = []
     store.on_message_arrived = lambda topic, queue_id, offset: arrivals.append(
         (topic, queue_id, offset)
     )
-    put_one = store.commitlog.put_one
+    append_one = store._append_one
     taken = 0
 
     def counted(m: MessageExt) -> Any:
         nonlocal taken
-        done = put_one(m) if one else None
+        done = append_one(m) if one else None
         taken += done is not None
         return done
 
-    store.commitlog.put_one = counted  # type: ignore[method-assign]
+    store._append_one = counted  # type: ignore[method-assign]
     results = []
     for m in msgs:
         clock.advance(1)  # each record its own store time
@@ -125,6 +137,20 @@ def test_single_puts_leave_the_same_store_as_the_general_put(
     assert taken <= len(msgs)
 
 
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(msgs=messages)
+def test_the_native_short_way_leaves_the_references_store(
+    tmp_path_factory: Any, msgs: list[MessageExt]
+) -> None:
+    speedups = pytest.importorskip("pocketmq._speedups")
+    base = tmp_path_factory.mktemp("impl")
+    native = run(base / "native", msgs, True, speedups.put_one)
+    assert native == run(base / "reference", msgs, True, put_one.put_one_py)
+    assert store_files(base / "native") == store_files(base / "reference")
+
+
 def test_a_steady_stream_of_single_puts_takes_the_short_way(tmp_path: Path) -> None:
     msgs = [msg(body=b"x" * 100, keys=f"k{i}", queue_id=i % 3) for i in range(300)]
     results, arrivals, taken = run(tmp_path / "one", msgs, True)
@@ -138,10 +164,10 @@ def test_what_the_short_way_does_not_take_goes_the_general_way(open_small: Any) 
     store: MessageStore = open_small()
     store.append([msg()])  # the first segment
     too_long = msg(properties={"P": "x" * 40_000})
-    assert store.commitlog.put_one(too_long) is None  # refusals are the general put's
+    assert store._append_one(too_long) is None  # refusals are the general put's
     assert store.append([too_long]).status.value == "PROPERTIES_SIZE_EXCEEDED"
     store.commitlog._fail_next_write = True
-    assert store.commitlog.put_one(msg()) is None  # so is the fault hook
+    assert store._append_one(msg()) is None  # so is the fault hook
     assert store.append([msg()]).status.value == "UNKNOWN_ERROR"
-    assert store.commitlog.put_one(msg()) is None  # a failed write sticks
+    assert store._append_one(msg()) is None  # a failed write sticks
     assert store.append([msg()]).status.value == "SERVICE_NOT_AVAILABLE"
