@@ -8,13 +8,13 @@ Skipped when the extension is not built; `make test` checks that it is.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_native_dispatch import outcome
 
 from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag, host_to_bytes
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -57,19 +57,6 @@ QUEUE_VALUES = mostly(st.integers(0, 1 << 40), (1 << 63) - 1, 1 << 70, -5)
 
 class _Message(MessageExt):
     """Not the exact MessageExt: the native side hands it to the reference."""
-
-
-def typed(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return type(value), [typed(getattr(value, f.name)) for f in dataclasses.fields(value)]
-    return type(value), value
-
-
-def outcome(func: Callable[..., Any], *args: Any) -> tuple[str, Any]:
-    try:
-        return "returns", typed(func(*args))
-    except Exception as exc:  # the point is to compare whatever is raised
-        return "raises", (type(exc), str(exc))
 
 
 @st.composite

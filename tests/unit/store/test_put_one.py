@@ -121,9 +121,13 @@ def summary(r: PutResult) -> tuple[Any, ...]:
     return (r.status, r.phy_offsets, r.queue_offset, r.wrote_bytes, r.store_timestamp, r.detail)
 
 
-@settings(
+# Each example opens two stores (tmp_path_factory, not a fixture of the test's).
+SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+
+
+@SETTINGS
 @given(msgs=messages)
 def test_single_puts_leave_the_same_store_as_the_general_put(
     tmp_path_factory: Any, msgs: list[MessageExt]
@@ -137,9 +141,7 @@ def test_single_puts_leave_the_same_store_as_the_general_put(
     assert taken <= len(msgs)
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@SETTINGS
 @given(msgs=messages)
 def test_the_native_short_way_leaves_the_references_store(
     tmp_path_factory: Any, msgs: list[MessageExt]
