@@ -127,6 +127,7 @@ class CommitLog:
         )
         self.put_lock = threading.Lock()
         # Next queue offset per (topic, queue id); rebuilt from the consume queues on start.
+        # Changed in place only: put_args holds this dict (and _born_hosts).
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.store_host = config.store_host_tuple
         self._store_host_bytes = host_to_bytes(self.store_host)
