@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import socket
 import zlib
@@ -277,8 +276,7 @@ class Broker:
         Raises:
             ConfigError: ZooKeeper cannot be reached, or the local epoch file is unreadable.
         """
-        settings = FailoverSettings.from_broker_config(self.config)
-        settings = dataclasses.replace(settings, ha_addr=f"{self.config.broker_ip1}:{self.ha_port}")
+        settings = FailoverSettings.from_broker_config(self.config, self.ha_port)
         self.role_switch = RoleSwitch(self)
         coordinator = FailoverCoordinator(
             settings, self.role_switch, self.store.max_phy_offset, clock=self.clock

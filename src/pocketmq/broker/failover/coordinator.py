@@ -94,8 +94,9 @@ class FailoverSettings:
     store_root: Path
 
     @classmethod
-    def from_broker_config(cls, config: BrokerConfig) -> FailoverSettings:
-        """The settings of a broker whose ``failover_zk_address`` is set (after binding)."""
+    def from_broker_config(cls, config: BrokerConfig, ha_port: int) -> FailoverSettings:
+        """The settings of a broker whose ``failover_zk_address`` is set, after binding:
+        ``ha_port`` is the HA port it bound (its haListenPort may be 0, any free port)."""
         return cls(
             zk_address=config.failover_zk_address,
             session_timeout_ms=config.failover_session_timeout_ms,
@@ -104,7 +105,7 @@ class FailoverSettings:
             broker_name=config.broker_name,
             broker_id=config.broker_id,
             addr=config.broker_addr,
-            ha_addr=f"{config.broker_ip1}:{config.ha_listen_port}",
+            ha_addr=f"{config.broker_ip1}:{ha_port}",
             store_root=config.store.root,
         )
 

@@ -28,7 +28,7 @@ def test_on_with_one_setting() -> None:
          "brokerName": "broker-b", "listenPort": "10911"}
     )  # fmt: skip
     assert config.failover_enabled
-    settings = FailoverSettings.from_broker_config(config)
+    settings = FailoverSettings.from_broker_config(config, config.ha_listen_port)
     assert settings.zk_address == "10.0.0.1:2181,10.0.0.2:2181"
     assert settings.session_timeout_ms == 6000
     assert (settings.broker_name, settings.broker_id) == ("broker-b", 2)
