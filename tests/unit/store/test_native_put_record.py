@@ -16,10 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_native_dispatch import outcome
 
+from param_ids import case_id
 from pocketmq.protocol.message import Host, MessageConst, MessageExt, SysFlag, host_to_bytes
 from pocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.protocol.record_codec import decode_message
-from pocketmq.store import commitlog
+from pocketmq.store import commitlog, put_one
 
 speedups = pytest.importorskip("pocketmq._speedups")
 
@@ -144,3 +145,54 @@ def test_a_record_ending_past_the_limit_takes_nothing(func: Callable[..., Any]) 
     assert table == {} and not any(buf)
     assert put(10 + size).size == size  # ending at the limit fits
     assert table == {("T", 0): 1}
+
+
+class _Segment:
+    """What put_one reads and moves of a CommitLog segment, over a bytearray."""
+
+    def __init__(self, size: int, **fields: Any) -> None:
+        self.mm = bytearray(size)
+        self.file_from_offset = 1 << 20
+        self.file_size = size
+        self.wrote_position = 100
+        self.reserved = size
+        self.store_timestamp = 0
+        self.__dict__.update(fields)
+
+    def state(self) -> tuple[Any, ...]:
+        return bytes(self.mm), self.wrote_position, self.store_timestamp
+
+
+class _NoFiles:
+    """A consume queue without the attributes put_one reads."""
+
+
+def put_one_both(segment: dict[str, Any], put_args: Any, cq: Any) -> tuple[str, Any]:
+    sides = []
+    for func in (speedups.put_one, put_one.put_one_py):
+        mf = _Segment(8192, **segment)
+        table: dict[tuple[str, int], int] = {}
+        args = (STORE_HOSTS[0], {HOSTS[0]: host_to_bytes(HOSTS[0])}, MAX_BODY, MAX_RECORD, table,
+                LEVELS)  # fmt: skip
+        msg = MessageExt(topic="T", body=b"x" * 50, born_host=HOSTS[0])
+        result = outcome(func, msg, mf, put_args(args), cq, 42)
+        sides.append((result, mf.state(), table))
+    assert sides[0] == sides[1]
+    return sides[1][0]
+
+
+@pytest.mark.parametrize(
+    ("segment", "put_args", "cq", "expected"),
+    [
+        ({}, tuple, None, "returns"),  # no consume queue yet: the unit is left to the caller
+        ({}, list, None, "returns"),  # put_args of another type
+        ({}, tuple, _NoFiles(), "raises"),  # the record is written, then the queue fails
+        ({"wrote_position": "100"}, tuple, None, "raises"),
+        ({"reserved": 10}, tuple, None, "returns"),  # does not fit: None, nothing written
+    ],
+    ids=case_id,
+)
+def test_put_one_off_its_fast_path_does_what_the_reference_does(
+    segment: dict[str, Any], put_args: Any, cq: Any, expected: str
+) -> None:
+    assert put_one_both(segment, put_args, cq)[0] == expected
