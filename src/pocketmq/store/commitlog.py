@@ -95,8 +95,8 @@ def put_record_py(
     """One message's record encoded (``encode_records``), given the next offset of its queue
     (``take_queue_offsets``) and placed at ``pos`` of ``mm`` (``place_records``) when it ends
     at ``limit`` or before; its dispatch request. None when it does not fit: nothing written,
-    nothing taken. ``CommitLog.put_one`` in one call (native in ``pocketmq._speedups``, this
-    the reference).
+    nothing taken. A single put's record (store/put_one.py) in one call (native in
+    ``pocketmq._speedups``, this the reference).
 
     Raises:
         RecordEncodeError, ValueError, OverflowError: as ``encode_records``.
