@@ -86,6 +86,7 @@ class MappedFile:
         "file_from_offset",
         "file_size",
         "flushed_position",
+        "huge",
         "mm",
         "path",
         "policy",
@@ -131,6 +132,8 @@ class MappedFile:
         self.wake_at = 0
         # Where the mapping is advised MADV_RANDOM from (expect_writes); file_size: nowhere.
         self.random_from = file_size
+        # Advised to be faulted in as huge folios (prefault.fault_in_as; folios.py).
+        self.huge = False
 
     @classmethod
     def create(
@@ -302,6 +305,23 @@ class MappedFile:
     def sync(self) -> None:
         """fdatasync regardless of positions (for files written at random places)."""
         os.fdatasync(self._fd)
+
+    def drop_cached(self, start: int, end: int) -> None:
+        """Write back the page-cache pages of [start, end) and drop them, so that the next
+        access faults them in anew, under the mapping's advice then (folios.py). Nothing is
+        lost: unmapping a shared file's pages leaves their bytes in the page cache, the sync
+        writes them, and the kernel drops no page that is dirty or mapped again meanwhile (a
+        write that came in between). ``start`` on a page boundary.
+
+        Raises:
+            OSError: the sync failed; ValueError: the file is closed.
+        """
+        end = min(end, self.file_size)
+        if end <= start:
+            return
+        self.mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        os.fdatasync(self._fd)
+        os.posix_fadvise(self._fd, start, end - start, os.POSIX_FADV_DONTNEED)
 
     def read(self, pos: int, size: int) -> bytes:
         """Copy size bytes at file position pos (the copy stays valid after the file goes)."""

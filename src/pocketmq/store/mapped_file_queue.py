@@ -200,6 +200,11 @@ class MappedFileQueue:
         except ValueError:  # removed by retention or truncation meanwhile
             pass
 
+    def being_written(self) -> list[MappedFile]:
+        """The last segment and the one prepared to follow it, if any (prefault thread)."""
+        last, prepared = self.last(), self._prepared
+        return [mf for mf in (last, prepared) if mf is not None]
+
     def warm_ranges(self, window: int) -> list[tuple[MappedFile, int, int]]:
         """The byte ranges the next ``window`` bytes of appends will touch, within what is
         reserved (faulting in an unreserved page would allocate it behind the reservation);

@@ -47,6 +47,7 @@ from pocketmq.store.dispatch import (
 )
 from pocketmq.store.filter import MessageFilter
 from pocketmq.store.flush import FlushCommitLogService, HousekeepingService
+from pocketmq.store.folios import HUGE_FOLIO, FolioChoice
 from pocketmq.store.ha.master import HAService
 from pocketmq.store.index_file import IndexService
 from pocketmq.store.layout import (
@@ -63,6 +64,7 @@ from pocketmq.store.prefault import (
     MADV_POPULATE_WRITE,
     PrefaultService,
     Target,
+    fault_in_as,
 )
 from pocketmq.store.put_coalescer import PutCoalescer, split_put
 from pocketmq.store.put_one import put_one
@@ -112,6 +114,12 @@ class MessageStore:
         self.disk_full = False
         self._lock_fd = -1
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # Whether the CommitLog is faulted in as huge folios (folios.py): under ASYNC_FLUSH only.
+        self.folio_choice = (
+            FolioChoice(config.flush_interval_commit_log)
+            if HUGE_FOLIO and not self._sync_flush
+            else None
+        )
         # How the disk use is read; tests replace it to simulate a filling disk.
         self.disk_usage: Callable[[Path], tuple[int, int]] = _disk_usage
         # The role now (the config's at start); a failover may change it while the store runs.
@@ -179,15 +187,27 @@ class MessageStore:
             targets.append(
                 (lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8), MADV_POPULATE_WRITE)
             )
-        self.prefault = PrefaultService(
-            targets,
-            [
-                lambda: self.commitlog.mfq.prepare_next(window),
-                lambda: self.commitlog.mfq.reserve_ahead(window),
-            ],
-        )
+        housekeeping = [
+            lambda: self.commitlog.mfq.prepare_next(window),
+            lambda: self.commitlog.mfq.reserve_ahead(window),
+        ]
+        if self.folio_choice is not None:
+            housekeeping.append(lambda: self.choose_folios(self.clock.monotonic()))
+        self.prefault = PrefaultService(targets, housekeeping)
         self.prefault.start()
         self.running = True
+
+    def choose_folios(self, now: float) -> None:
+        """Sample the CommitLog's write rate at monotonic time ``now`` and have the segments
+        being written faulted in as ``folio_choice`` says (folios.py; the prefault thread)."""
+        choice = self.folio_choice
+        segments = self.commitlog.mfq.being_written()
+        if choice is None or not segments:
+            return
+        choice.sample(now, segments[0].file_from_offset + segments[0].wrote_position)
+        for mf in segments:
+            if mf.huge is not choice.huge:
+                fault_in_as(mf, choice.huge)
 
     def close(self) -> None:
         """Flush everything and mark a clean exit."""

@@ -23,6 +23,9 @@ thread leaves the CommitLog's pages alone: a pwrite of whole pages needs none fa
 faulting them in would zero them first. The appends then wake it every half window, for the
 index, and a small put after them wakes it at once (CommitLog._pwrites).
 
+Under ASYNC_FLUSH the CommitLog's pages are faulted in as huge folios while it is written fast
+(``fault_in_as``; folios.py says why and when).
+
 Where the kernel refuses the advice, the service stops and appends take the faults themselves.
 """
 
@@ -36,6 +39,7 @@ import mmap
 import threading
 from collections.abc import Callable
 
+from pocketmq.store.folios import HUGE_FOLIO
 from pocketmq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,34 @@ def populate(mf: MappedFile, start: int, end: int, advice: int) -> bool:
         )
         return False
     return True
+
+
+def fault_in_as(mf: MappedFile, huge: bool) -> None:
+    """Have mf's pages faulted in as huge folios from now on, or as pages again (folios.py).
+    Going back, the folios from the one that holds the write position to the one that holds
+    the prefault mark are written back and dropped: the written part is faulted in again at
+    once (for reading: a consumer of the newest records would otherwise fault them in from
+    disk on the event loop), and the mark moves back so that the thread faults in the rest as
+    pages. Advice: a kernel or a file that refuses it changes nothing else."""
+    try:
+        mf.mm.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
+        if huge:
+            return
+        wrote = mf.wrote_position
+        start = wrote - wrote % HUGE_FOLIO
+        ahead = mf.prefaulted
+        if ahead <= start:
+            return
+        # To the end of the folio holding the mark: the kernel drops no folio that is only
+        # partly in the range, and the thread would go on faulting that one in.
+        mf.drop_cached(start, -(-ahead // HUGE_FOLIO) * HUGE_FOLIO)
+        mf.prefaulted = start
+        if populate(mf, start, wrote, MADV_POPULATE_READ):
+            mf.prefaulted = wrote
+    except (OSError, ValueError) as exc:  # ValueError: closed meanwhile (retention, truncation)
+        log.debug("folio advice for %s not taken: %s", mf.path, exc)
+    finally:
+        mf.huge = huge  # taken or refused, not asked again until the choice changes
 
 
 # A target names the files to keep warm and the ranges they will be written next, with the

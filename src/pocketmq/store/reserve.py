@@ -16,6 +16,8 @@ from __future__ import annotations
 import mmap
 from dataclasses import dataclass
 
+from pocketmq.store.folios import HUGE_FOLIO
+
 # Reservations start and end on page boundaries: a page written through a mapping is written
 # back whole, so every block under it must be reserved.
 RESERVE_ALIGN = max(mmap.PAGESIZE, 4096)
@@ -34,16 +36,21 @@ def align_up(pos: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ReservePolicy:
-    """Chunk bounds for one kind of file (multiples of RESERVE_ALIGN)."""
+    """Chunk bounds for one kind of file, and where a reservation may end: on a multiple of
+    ``align`` (a multiple of RESERVE_ALIGN: the largest page-cache folio the file's mapping may
+    be faulted in with)."""
 
     min_chunk: int
     max_chunk: int
+    align: int = RESERVE_ALIGN
 
     def __post_init__(self) -> None:
         if not 0 < self.min_chunk <= self.max_chunk:
             raise ValueError(f"bad chunk bounds {self.min_chunk}..{self.max_chunk}")
-        if self.min_chunk % RESERVE_ALIGN or self.max_chunk % RESERVE_ALIGN:
-            raise ValueError(f"chunk bounds must be multiples of {RESERVE_ALIGN}")
+        if self.align <= 0 or self.align % RESERVE_ALIGN:
+            raise ValueError(f"the alignment must be a multiple of {RESERVE_ALIGN}")
+        if self.min_chunk % self.align or self.max_chunk % self.align:
+            raise ValueError(f"chunk bounds must be multiples of {self.align}")
 
     def next_chunk(self, chunk: int, elapsed_s: float) -> int:
         """The next chunk, given the last one and how long it lasted (0: the first chunk)."""
@@ -55,17 +62,18 @@ class ReservePolicy:
             return max(chunk // 2, self.min_chunk)
         return min(max(chunk, self.min_chunk), self.max_chunk)
 
-    @staticmethod
-    def reserve_end(reserved: int, needed: int, chunk: int, file_size: int) -> int:
+    def reserve_end(self, reserved: int, needed: int, chunk: int, file_size: int) -> int:
         """Where a reservation that must cover ``needed`` should end: at least a chunk past
-        the current mark and past ``needed``, page-aligned, never past the file's end."""
-        return min(align_up(max(needed, reserved + chunk)), file_size)
+        the current mark and past ``needed``, aligned, never past the file's end."""
+        end = max(needed, reserved + chunk)
+        return min(-(-end // self.align) * self.align, file_size)
 
 
-# The CommitLog: 1 MiB holds ~1,000 1 KiB records, so a quiet store pays one fallocate per
-# thousand messages and 1 MiB of disk; a busy one grows to 64 MiB chunks (one call per
-# ~0.3 s at 200 MB/s, 6% of a default 1 GiB segment held ahead).
-COMMITLOG_RESERVE = ReservePolicy(1 << 20, 64 << 20)
+# The CommitLog: 2 MiB holds ~2,000 1 KiB records, so a quiet store pays one fallocate per
+# two thousand messages and 2 MiB of disk; a busy one grows to 64 MiB chunks (one call per
+# ~0.3 s at 200 MB/s, 6% of a default 1 GiB segment held ahead). Its pages may be huge folios
+# (folios.py): reservations end on folio boundaries, and the first is a 2 MiB chunk.
+COMMITLOG_RESERVE = ReservePolicy(2 << 20, 64 << 20, align=max(RESERVE_ALIGN, HUGE_FOLIO))
 # A consume queue: 16 KiB is 819 units; a store has one queue per topic and queue id, so the
 # minimum times the number of queues is a fresh store's consume-queue footprint.
 CONSUME_QUEUE_RESERVE = ReservePolicy(16 << 10, 1 << 20)

@@ -17,7 +17,7 @@ from pocketmq.store.commitlog import PWRITE_MIN
 from pocketmq.store.config import FlushDiskType
 from waiting import wait_until_sync
 
-# Within the CommitLog's first reserved chunk (1 MiB), which the prefault thread covers at once.
+# Within the CommitLog's first reserved chunk (2 MiB), which the prefault thread covers at once.
 AHEAD = 960 << 10
 
 

@@ -55,7 +55,7 @@ def test_chunk_holds_at_a_moderate_rate_and_halves_when_slow() -> None:
 
 
 def test_reserve_end_covers_the_need_a_chunk_ahead_page_aligned_within_the_file() -> None:
-    end = ReservePolicy.reserve_end
+    end = ReservePolicy(RESERVE_ALIGN, 64 * RESERVE_ALIGN).reserve_end
     # A chunk past the mark when the need is inside it.
     assert end(0, 100, 4 * RESERVE_ALIGN, 100 * RESERVE_ALIGN) == 4 * RESERVE_ALIGN
     # The need itself (rounded up to a page) when it goes further than a chunk.
