@@ -180,9 +180,10 @@ class MessageStore:
         )
         self.housekeeping.start()
         window = min(_PREFAULT_WINDOW, self.config.mapped_file_size_commit_log // 2)
-        # Synced as it is written under SYNC_FLUSH: faulted in clean (see prefault.py).
-        advice = MADV_POPULATE_READ if self._sync_flush else MADV_POPULATE_WRITE
-        targets: list[Target] = [(lambda: self.commitlog.mfq.warm_ranges(window), advice)]
+        # Faulted in clean, so that no flush writes the zeros ahead of the appends (prefault.py).
+        targets: list[Target] = [
+            (lambda: self.commitlog.mfq.warm_ranges(window), MADV_POPULATE_READ)
+        ]
         if self.config.message_index_enable:
             targets.append(
                 (lambda: self.index.warm_ranges(_PREFAULT_WINDOW // 8), MADV_POPULATE_WRITE)

@@ -3,20 +3,23 @@
 The first write to a page of a reserved file costs a page fault that allocates and zeroes
 a page-cache page (measured here: about 17 us per 4 KiB page, 4.5 us per 1 KiB record). On the
 event loop that fault happens with the GIL held. This thread asks the kernel to take those
-faults in advance with madvise(MADV_POPULATE_WRITE) (Linux 5.14+), called through ctypes, which
+faults in advance with madvise(MADV_POPULATE_READ/WRITE) (Linux 5.14+), through ctypes, which
 releases the GIL, so appends find their pages ready: RocketMQ's warmMappedFile, without writing
 zeros through the whole file. It also creates the next CommitLog segment before it is needed
 and reserves the CommitLog's next chunk of blocks ahead of the appends (store/reserve.py); the
 ranges it is given end at each file's reservation mark, since faulting in an unreserved page
 would allocate it behind the reservation's back.
 
-A log synced while it is written (the CommitLog under SYNC_FLUSH) is faulted in for reading
-instead (MADV_POPULATE_READ): a page faulted in for writing is dirty, and an fdatasync writes
-back every dirty page of the file, so each back-to-back group-commit sync would write the zeros
-ahead of the appends, leave those pages write-protected again, and the appends would then fault
-on them anyway and have them written a second time. Faulted in for reading, a page is in the
-page cache and mapped but clean: the append's write costs a cheaper write-protect fault and the
-page goes to disk once (BENCHMARKS.md, "Prefault advice under SYNC_FLUSH").
+The CommitLog is faulted in for reading (MADV_POPULATE_READ), the index for writing: a page
+faulted in for writing is dirty, and a flush writes back every dirty page of the file. Under
+SYNC_FLUSH each back-to-back group-commit sync would write the zeros ahead of the appends,
+leave those pages write-protected again, and the appends would then fault on them anyway and
+have them written a second time (BENCHMARKS.md, "Prefault advice under SYNC_FLUSH"). Under
+ASYNC_FLUSH each periodic flush wrote the window's zeros too: 1.85 GB written for 1.19 GB of
+records (BENCHMARKS.md, "Huge folios for a fast CommitLog"), and a window faulted in again
+after a fast period (``fault_in_as``) was written once more. Faulted in for reading, a page is
+in the page cache and mapped but clean: the append's first write costs a write-protect fault
+(one a huge folio while the log is written fast) and the page goes to disk once.
 
 While the CommitLog's appends are large puts, written with pwrite (see mapped_file.py), the
 thread leaves the CommitLog's pages alone: a pwrite of whole pages needs none faulted in, and
