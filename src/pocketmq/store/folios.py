@@ -50,8 +50,8 @@ HUGE_FOLIO = _huge_folio_size()
 # The write rate is measured over at least this long before the choice changes.
 SAMPLE_S = 0.25
 # Huge folios are given up only after the rate stayed low this long: each time, the pages
-# faulted in ahead are dropped and faulted in again, which writes their zeros once more (up to
-# the prefault window, 32 MiB), so a writer pausing for a moment must not cost that.
+# faulted in ahead are synced, dropped and faulted in again (up to the prefault window,
+# 32 MiB), which a writer pausing for a moment should not cost.
 SLOW_S = 2.0
 # A folio rewritten per flush interval is at most 1/SHARE of what the interval writes.
 SHARE = 8

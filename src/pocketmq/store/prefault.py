@@ -44,6 +44,7 @@ from collections.abc import Callable
 
 from pocketmq.store.folios import HUGE_FOLIO
 from pocketmq.store.mapped_file import MappedFile
+from pocketmq.store.reserve import align_down, align_up
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +95,13 @@ def fault_in_as(mf: MappedFile, huge: bool) -> None:
         if huge:
             return
         wrote = mf.wrote_position
-        start = wrote - wrote % HUGE_FOLIO
+        start = align_down(wrote, HUGE_FOLIO)
         ahead = mf.prefaulted
         if ahead <= start:
             return
         # To the end of the folio holding the mark: the kernel drops no folio that is only
         # partly in the range, and the thread would go on faulting that one in.
-        mf.drop_cached(start, -(-ahead // HUGE_FOLIO) * HUGE_FOLIO)
+        mf.drop_cached(start, align_up(ahead, HUGE_FOLIO))
         mf.prefaulted = start
         if populate(mf, start, wrote, MADV_POPULATE_READ):
             mf.prefaulted = wrote

@@ -26,12 +26,12 @@ FAST_S = 1.0
 SLOW_S = 30.0
 
 
-def align_down(pos: int) -> int:
-    return pos - pos % RESERVE_ALIGN
+def align_down(pos: int, unit: int = RESERVE_ALIGN) -> int:
+    return pos - pos % unit
 
 
-def align_up(pos: int) -> int:
-    return -(-pos // RESERVE_ALIGN) * RESERVE_ALIGN
+def align_up(pos: int, unit: int = RESERVE_ALIGN) -> int:
+    return -(-pos // unit) * unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +65,7 @@ class ReservePolicy:
     def reserve_end(self, reserved: int, needed: int, chunk: int, file_size: int) -> int:
         """Where a reservation that must cover ``needed`` should end: at least a chunk past
         the current mark and past ``needed``, aligned, never past the file's end."""
-        end = max(needed, reserved + chunk)
-        return min(-(-end // self.align) * self.align, file_size)
+        return min(align_up(max(needed, reserved + chunk), self.align), file_size)
 
 
 # The CommitLog: 2 MiB holds ~2,000 1 KiB records, so a quiet store pays one fallocate per

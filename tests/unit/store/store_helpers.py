@@ -8,9 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pocketmq.clock import SYSTEM_CLOCK, Clock
 from pocketmq.protocol.message import MessageExt
 from pocketmq.store.config import StoreConfig
+from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetStatus, PutResult
 
@@ -93,3 +96,22 @@ def read_queue(store: MessageStore, topic: str, queue_id: int, start: int = 0) -
             return out
         out.extend(got.messages)
         offset = got.next_begin_offset
+
+
+def mapping_vmas(mf: MappedFile) -> list[tuple[int, int, list[str]]]:
+    """The VMAs of mf's mapping from /proc/self/smaps: [start, end) file positions (the end
+    within the file: a last partial page) and each one's VmFlags, the kernel's own record of
+    the madvise advice it was given. Skips the test where there is no smaps."""
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        pytest.skip("needs Linux's /proc/self/smaps")
+    base, out = mf.address, []
+    vma: tuple[int, int] | None = None
+    for line in smaps.read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            vma = (lo, hi) if base <= lo < base + mf.file_size else None
+        elif head == "VmFlags:" and vma is not None:
+            out.append((vma[0] - base, min(vma[1] - base, mf.file_size), line.split()[1:]))
+    return out

@@ -9,7 +9,7 @@ import mmap
 from pathlib import Path
 
 import pytest
-from store_helpers import StoreFactory, msg, put_ok
+from store_helpers import StoreFactory, mapping_vmas, msg, put_ok
 
 from pocketmq.store.mapped_file import MappedFile
 from pocketmq.store.reserve import COMMITLOG_RESERVE
@@ -21,18 +21,7 @@ PAGE = mmap.PAGESIZE
 
 def random_ranges(mf: MappedFile) -> list[tuple[int, int]]:
     """The [start, end) file positions of mf's mapping whose VMAs carry the random advice."""
-    smaps = Path("/proc/self/smaps")
-    if not smaps.exists():
-        pytest.skip("needs Linux's /proc/self/smaps")
-    base, out = mf.address, []
-    vma: tuple[int, int] | None = None
-    for line in smaps.read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and not head.endswith(":"):
-            lo, hi = (int(x, 16) for x in head.split("-"))
-            vma = (lo, hi) if base <= lo < base + mf.file_size else None
-        elif head == "VmFlags:" and vma is not None and "rr" in line.split()[1:]:
-            out.append((vma[0] - base, min(vma[1] - base, mf.file_size)))  # a last page
+    out = [(lo, hi) for lo, hi, flags in mapping_vmas(mf) if "rr" in flags]
     merged: list[tuple[int, int]] = []
     for lo, hi in sorted(out):
         if merged and merged[-1][1] == lo:

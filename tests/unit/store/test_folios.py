@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from store_helpers import StoreFactory, msg, put_ok, read_queue
+from store_helpers import StoreFactory, mapping_vmas, msg, put_ok, read_queue
 
 from pocketmq.clock import FakeClock
 from pocketmq.store.config import FlushDiskType
@@ -32,19 +32,7 @@ needs_huge_folios = pytest.mark.skipif(
 
 def vma_flags(mf: MappedFile) -> set[str]:
     """The VmFlags of every VMA of mf's mapping, together."""
-    smaps = Path("/proc/self/smaps")
-    if not smaps.exists():
-        pytest.skip("needs Linux's /proc/self/smaps")
-    flags: set[str] = set()
-    inside = False
-    for line in smaps.read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and not head.endswith(":"):
-            lo = int(head.split("-")[0], 16)
-            inside = mf.address <= lo < mf.address + mf.file_size
-        elif head == "VmFlags:" and inside:
-            flags.update(line.split()[1:])
-    return flags
+    return {flag for _, _, flags in mapping_vmas(mf) for flag in flags}
 
 
 def resident_pages(mf: MappedFile, start: int, end: int) -> int:
