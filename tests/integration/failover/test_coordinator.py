@@ -9,9 +9,11 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from zk_process import ZooKeeperProcess
 
 from pocketmq.broker.failover import (
@@ -198,6 +200,50 @@ async def test_a_stale_master_cannot_write_the_sync_state_set(zookeeper, cluster
     # The master of epoch 2 can.
     broker_of(a).max_offset = 0
     assert await b.expand_sync_state_set([1]) == SyncStateSet(2, frozenset({1, 2}))
+
+
+def answer_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next sync-state set write lands in ZooKeeper, but its answer is lost (kazoo raises
+    ConnectionLoss, as when the connection drops after the commit)."""
+    real = zk_ops.write_sync_state_set
+
+    def landed_then_lost(*args: Any) -> zk_ops.Lease:
+        real(*args)
+        monkeypatch.setattr(zk_ops, "write_sync_state_set", real)
+        raise ConnectionLoss("the answer was lost")
+
+    monkeypatch.setattr(zk_ops, "write_sync_state_set", landed_then_lost)
+
+
+async def stored_set(c: FailoverCoordinator) -> SyncStateSet:
+    assert c._client is not None
+    state = await asyncio.to_thread(zk_ops.read_state, c._client, c.paths)
+    return state.sync_state_set
+
+
+async def test_a_write_whose_answer_was_lost_neither_ends_the_lease_nor_is_forgotten(
+    zookeeper, cluster, monkeypatch
+) -> None:
+    a, b = await master_with_in_sync_slave(cluster, zookeeper.address, 100)
+    answer_lost(monkeypatch)
+    with pytest.raises(NotMasterError, match="not written"):
+        await a.shrink_sync_state_set([2])
+    assert await stored_set(a) == SyncStateSet(1, frozenset({1}))
+    # The next write meets a newer version of the set than the lease names: its own, not a
+    # sign of a lost lease.
+    assert await a.expand_sync_state_set([2]) == SyncStateSet(1, frozenset({1, 2}))
+    assert a.may_accept_writes() and a.role is Role.MASTER
+    assert await stored_set(a) == SyncStateSet(1, frozenset({1, 2}))
+
+    # An expansion that landed unseen, then a shrink back to what the master believed: it is
+    # written (else ZooKeeper would name a slave the master no longer waits for).
+    await a.shrink_sync_state_set([2])
+    answer_lost(monkeypatch)
+    with pytest.raises(NotMasterError, match="not written"):
+        await a.expand_sync_state_set([2])
+    assert await a.shrink_sync_state_set([2]) == SyncStateSet(1, frozenset({1}))
+    assert await stored_set(a) == SyncStateSet(1, frozenset({1}))
+    assert masters([a, b]) == [1]
 
 
 async def test_zookeeper_stopped_or_killed_leaves_no_broker_writing(own_zookeeper, cluster) -> None:

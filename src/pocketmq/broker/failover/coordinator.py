@@ -142,6 +142,8 @@ class FailoverCoordinator:
         self._connected = False
         self._lease_until = 0.0
         self._sss_lock = asyncio.Lock()
+        # A write of the sync-state set failed without saying whether it landed.
+        self._sss_unsure = False
         # When this broker first said it is live: the first election waits for its peers.
         self._registered_at: float | None = None
         # The local end of this broker's HA connection to its master ("" when not connected),
@@ -268,7 +270,7 @@ class FailoverCoordinator:
             if self.role is not Role.MASTER or lease is None or current is None or client is None:
                 raise NotMasterError(f"broker {self.settings.broker_id} is not the master")
             wanted = SyncStateSet(self.epoch, change(current.broker_ids))
-            if wanted == current:
+            if wanted == current and not self._sss_unsure:
                 return current
             try:
                 self._lease = await self._call(
@@ -278,7 +280,11 @@ class FailoverCoordinator:
                 self._lose_lease("a newer epoch or a lost lease refused the sync-state set")
                 raise
             except (KazooException, TimeoutError) as exc:
+                # The write may have landed all the same: until one is confirmed, the set in
+                # ZooKeeper may differ from ``current``, and a change back to it is written.
+                self._sss_unsure = True
                 raise NotMasterError(f"the sync-state set was not written: {exc!r}") from exc
+            self._sss_unsure = False
             self.sync_state_set = wanted
             return wanted
 
@@ -427,6 +433,7 @@ class FailoverCoordinator:
         self._lease = lease
         self.master, self.epoch = info, epoch
         self.sync_state_set = SyncStateSet(epoch, frozenset({me}))
+        self._sss_unsure = False
         await self.listener.become_master(epoch)
         self.role = Role.MASTER
         self._lease_until = sent + self._timeout_s * _LEASE_SHARE

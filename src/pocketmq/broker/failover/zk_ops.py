@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
 
 from pocketmq.broker.failover import model
 from pocketmq.broker.failover.model import EpochEntry, LiveBroker, MasterInfo, SyncStateSet, ZkPaths
@@ -151,17 +157,41 @@ def write_sync_state_set(
     Raises:
         NotMasterError: the lease or the epoch is gone; nothing was written.
     """
-    tx = client.transaction()
-    tx.check(paths.master, lease.master_version)
-    tx.check(paths.epochs, lease.epochs_version)
-    tx.set_data(paths.sync_state_set, model.encode_sync_state_set(sss), version=lease.sss_version)
-    results = tx.commit()
+    results = _write_sync_state_set(client, paths, lease, sss)
+    if _only_the_set_moved(results):
+        # The checks passed, so this broker still holds the lease of its epoch, and in an
+        # epoch only its master writes the set: the newer version is a write of its own
+        # whose answer was lost (a ConnectionLoss after the commit). Not a lost lease.
+        _, stat = client.get(paths.sync_state_set)
+        lease = Lease(lease.master_version, lease.epochs_version, stat.version)
+        results = _write_sync_state_set(client, paths, lease, sss)
     if not _committed(results):
         raise model.NotMasterError(
             f"the sync-state set was not written: this broker is no longer the master of "
             f"epoch {sss.epoch} ({[type(r).__name__ for r in results]})"
         )
     return Lease(lease.master_version, lease.epochs_version, results[2].version)
+
+
+def _write_sync_state_set(
+    client: KazooClient, paths: ZkPaths, lease: Lease, sss: SyncStateSet
+) -> list[Any]:
+    tx = client.transaction()
+    tx.check(paths.master, lease.master_version)
+    tx.check(paths.epochs, lease.epochs_version)
+    tx.set_data(paths.sync_state_set, model.encode_sync_state_set(sss), version=lease.sss_version)
+    results: list[Any] = tx.commit()
+    return results
+
+
+def _only_the_set_moved(results: list[Any]) -> bool:
+    """A failed write whose two checks held (ZooKeeper rolls back the operations before the
+    failing one) and whose set_data met a newer version of the set."""
+    return (
+        isinstance(results[0], RolledBackError)
+        and isinstance(results[1], RolledBackError)
+        and isinstance(results[2], BadVersionError)
+    )
 
 
 def check_lease(client: KazooClient, paths: ZkPaths, lease: Lease, epoch: int) -> bool:
